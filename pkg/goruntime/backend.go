@@ -1,0 +1,128 @@
+package goruntime
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Backend provisions sandboxes. Each backend lives in its own package:
+// local (bubblewrap on this machine) and agentsandbox (Kubernetes through
+// kubernetes-sigs/agent-sandbox).
+type Backend interface {
+	// Name is a short lower-case name for logs and errors ("local", "agent-sandbox").
+	Name() string
+	// Open provisions a new sandbox and returns once its runtime server answers.
+	Open(ctx context.Context) (Sandbox, error)
+	// Attach reconnects to a running sandbox by the ID an earlier Sandbox.ID
+	// returned. It fails with an error wrapping ErrSandboxNotFound when no
+	// such sandbox exists.
+	Attach(ctx context.Context, id string) (Sandbox, error)
+}
+
+// Sandbox is one running sandbox as a backend exposes it: the operations of
+// the agent-sandbox runtime contract, spoken to our runtime server
+// (cmd/sandbox-server) inside the sandbox. Paths are relative to the
+// sandbox's work directory (/app). Session builds on this; most callers
+// want Session, not Sandbox.
+type Sandbox interface {
+	// ID names the sandbox for Backend.Attach: a directory name for the
+	// local backend, a SandboxClaim name for agent-sandbox.
+	ID() string
+	// Exec runs req.Command with /bin/sh -c in the work directory. A
+	// command that runs and exits non-zero is not an error: the exit code
+	// is in the result. Errors mean the command could not be run or its
+	// result was lost (ErrSandboxGone, a transport failure, ctx done).
+	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
+	// WriteFile streams r into the work directory under name, a plain file
+	// name with no "/" (the agent-sandbox SDK refuses sub-paths). Use
+	// Session.Execute to place a tree of files.
+	WriteFile(ctx context.Context, name string, r io.Reader) error
+	// ReadFile returns the bytes of a file under the work directory. Errors
+	// wrap ErrNotExist when it is missing and ErrPathEscape when the path
+	// leaves the work directory.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// List returns the entries of a directory under the work directory.
+	// Errors wrap ErrNotExist when path is missing or not a directory.
+	List(ctx context.Context, path string) ([]FileInfo, error)
+	// Close destroys the sandbox and everything in it.
+	Close(ctx context.Context) error
+	// Disconnect releases this client's resources and leaves the sandbox
+	// running, to be reattached by ID.
+	Disconnect(ctx context.Context) error
+}
+
+// StreamingSandbox is implemented by sandboxes whose backend can stream a
+// command's output as it is produced (the sandboxd gRPC API).
+type StreamingSandbox interface {
+	Sandbox
+	// ExecStream is Exec, calling onChunk for each piece of output as it
+	// arrives (from one goroutine, in order) before returning the result.
+	ExecStream(ctx context.Context, req ExecRequest, onChunk func(Chunk)) (*ExecResult, error)
+}
+
+// Stream names an output stream.
+type Stream string
+
+const (
+	Stdout Stream = "stdout"
+	Stderr Stream = "stderr"
+)
+
+// Chunk is a piece of output from a running command.
+type Chunk struct {
+	Stream Stream
+	Data   []byte
+}
+
+// ExecRequest is one command for Sandbox.Exec.
+type ExecRequest struct {
+	// Command is a shell command line, run with /bin/sh -c in /app.
+	Command string
+	// Env adds to (and overrides) the sandbox's environment for this command.
+	Env map[string]string
+	// Timeout bounds the command's wall time; when it passes, the whole
+	// process group is killed and ExecResult.TimedOut is set. Zero means the
+	// sandbox's default (SANDBOX_EXEC_TIMEOUT_SECONDS, 300 s).
+	Timeout time.Duration
+}
+
+// ExecResult is what the runtime server reported for one command.
+type ExecResult struct {
+	// Stdout and Stderr are the command's output as the server returned it:
+	// capped by the server (8 MiB a stream by default) and with bytes that are
+	// not UTF-8 replaced by U+FFFD.
+	Stdout, Stderr string
+	// ExitCode is the process's exit status; 124 when the deadline killed
+	// it, 128+N when signal N did.
+	ExitCode int
+	// StdoutTruncated and StderrTruncated report that the server dropped
+	// output beyond its cap.
+	StdoutTruncated, StderrTruncated bool
+	// TimedOut reports that the deadline killed the command.
+	TimedOut bool
+	// Limit names the sandbox limit the command ran into, if the backend
+	// can tell (LimitMemory, LimitProcesses, LimitFileSize); empty otherwise.
+	Limit Limit
+	// Duration is the command's wall time as the server measured it; zero
+	// when the server does not report it.
+	Duration time.Duration
+}
+
+// Limit names a per-sandbox resource limit.
+type Limit string
+
+const (
+	LimitMemory    Limit = "memory"
+	LimitProcesses Limit = "processes"
+	LimitFileSize  Limit = "file_size"
+	LimitOutput    Limit = "output"
+)
+
+// FileInfo is one directory entry as the runtime contract's List reports it.
+type FileInfo struct {
+	Name    string
+	Size    int64 // bytes
+	IsDir   bool
+	ModTime time.Time
+}

@@ -1,0 +1,103 @@
+package goruntime
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Outcome classifies what a command's run came to.
+type Outcome string
+
+const (
+	// OutcomeOK: exit code 0.
+	OutcomeOK Outcome = "ok"
+	// OutcomeBuildFailed: the go tool could not build (compile errors,
+	// missing modules, bad go.mod).
+	OutcomeBuildFailed Outcome = "build_failed"
+	// OutcomeTestFailed: go test ran and a test failed.
+	OutcomeTestFailed Outcome = "test_failed"
+	// OutcomePanic: a Go program panicked or hit a fatal runtime error
+	// (deadlock, concurrent map writes).
+	OutcomePanic Outcome = "panic"
+	// OutcomeRuntimeError: any other non-zero exit.
+	OutcomeRuntimeError Outcome = "runtime_error"
+	// OutcomeTimeout: the deadline killed the command.
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeMemoryLimit: killed for exceeding the sandbox's memory limit.
+	OutcomeMemoryLimit Outcome = "memory_limit"
+	// OutcomeProcessLimit: the sandbox's process limit stopped the command.
+	OutcomeProcessLimit Outcome = "process_limit"
+	// OutcomeFileSizeLimit: a write exceeded the sandbox's file size limit.
+	OutcomeFileSizeLimit Outcome = "file_size_limit"
+	// OutcomeOutputLimit: the command's output exceeded the server's cap
+	// and was cut (whatever the exit code).
+	OutcomeOutputLimit Outcome = "output_limit"
+)
+
+var (
+	// file.go:12:3: message, as gc and vet print it.
+	compileErrRE = regexp.MustCompile(`(?m)^\s*[^\s:]+\.go:\d+(:\d+)?: `)
+	// --- FAIL: TestX, or a FAIL line from go test's package summary.
+	testFailRE = regexp.MustCompile(`(?m)^(--- FAIL: |FAIL\s|FAIL$)`)
+	// panic: ..., fatal error: ... at the start of a line.
+	panicRE = regexp.MustCompile(`(?m)^(panic: |fatal error: )`)
+	// go: errors before building (module resolution, go.mod).
+	goToolErrRE = regexp.MustCompile(`(?m)^go: (.*(cannot find|no required module|missing go.sum|no Go files|not in std|cannot find main module|go.mod|module lookup disabled|malformed|is not in GOROOT|errors parsing))`)
+)
+
+// Classify derives an Outcome from a command and its result.
+func Classify(command string, r *ExecResult) Outcome {
+	switch {
+	case r.TimedOut:
+		return OutcomeTimeout
+	case r.Limit == LimitMemory:
+		return OutcomeMemoryLimit
+	case r.Limit == LimitProcesses:
+		return OutcomeProcessLimit
+	case r.Limit == LimitFileSize:
+		return OutcomeFileSizeLimit
+	case r.Limit == LimitOutput, r.StdoutTruncated, r.StderrTruncated:
+		return OutcomeOutputLimit
+	case r.ExitCode == 0:
+		return OutcomeOK
+	}
+	out := r.Stdout + "\n" + r.Stderr
+	switch {
+	case strings.Contains(r.Stderr, "runtime: out of memory"), strings.Contains(r.Stderr, "cannot allocate memory"):
+		return OutcomeMemoryLimit
+	case strings.Contains(out, "resource temporarily unavailable") && (strings.Contains(out, "fork") || strings.Contains(out, "thread")),
+		strings.Contains(out, "failed to create new OS thread"),
+		strings.Contains(out, "pthread_create failed"):
+		return OutcomeProcessLimit
+	case r.ExitCode == 153 || strings.Contains(out, "file too large"):
+		return OutcomeFileSizeLimit
+	}
+	if usesGoTool(command) {
+		switch {
+		case strings.Contains(out, "[build failed]"), strings.Contains(out, "[setup failed]"):
+			return OutcomeBuildFailed
+		case testFailRE.MatchString(r.Stdout) && !panicRE.MatchString(out) || testFailRE.MatchString(r.Stdout) && strings.Contains(command, "test"):
+			return OutcomeTestFailed
+		case panicRE.MatchString(r.Stderr):
+			return OutcomePanic
+		case compileErrRE.MatchString(r.Stderr), goToolErrRE.MatchString(r.Stderr), strings.Contains(r.Stderr, "\n# ") || strings.HasPrefix(r.Stderr, "# "):
+			return OutcomeBuildFailed
+		}
+	}
+	if panicRE.MatchString(r.Stderr) {
+		return OutcomePanic
+	}
+	return OutcomeRuntimeError
+}
+
+// usesGoTool reports whether command invokes the go command.
+func usesGoTool(command string) bool {
+	for _, f := range strings.FieldsFunc(command, func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '('
+	}) {
+		if f == "go" || strings.HasSuffix(f, "/go") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+// Package goruntime runs untrusted Go code in isolated sandboxes and reports
+// what happened. A Session wraps one sandbox from a Backend (local
+// bubblewrap or Kubernetes agent-sandbox); Execute ships files, runs a
+// command, and returns output, exit code, timing and an Outcome.
+//
+// State persists across Executes in one session: files and built binaries
+// under /app, and the Go build cache.
+package goruntime
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// File is one file for Request.Files.
+type File struct {
+	// Path is relative to /app and may contain "/" (parents are created).
+	// Absolute paths and ".." elements are refused.
+	Path string
+	// Data is the file's content.
+	Data []byte
+	// Mode holds the permission bits (0644 when zero). Only the permission
+	// bits (0777) are kept.
+	Mode fs.FileMode
+}
+
+// Request is one Execute call.
+type Request struct {
+	// Files are written under /app before Command runs, all in one archive.
+	Files []File
+	// Command is a shell command line (sh -c) run in /app. Empty means only
+	// write Files.
+	Command string
+	// Timeout bounds Command's wall time; zero means Options.DefaultTimeout.
+	Timeout time.Duration
+	// Env adds to the command's environment.
+	Env map[string]string
+}
+
+// Result is what one Execute produced.
+type Result struct {
+	// Stdout and Stderr are the command's output after head+tail truncation
+	// (Options.HeadBytes + Options.TailBytes per stream), with a marker line
+	// saying how many bytes were elided.
+	Stdout, Stderr string
+	// ExitCode is the command's exit status (124 on timeout, 128+N for
+	// signal N).
+	ExitCode int
+	// Duration is the wall time of the command, as measured by the server
+	// when it reports it, else by the client around the call.
+	Duration time.Duration
+	// StdoutTruncated and StderrTruncated report that output was cut,
+	// by the session's head+tail window or by the server's cap.
+	StdoutTruncated, StderrTruncated bool
+	// StdoutElided and StderrElided count the bytes removed by the head+tail
+	// window (not counting what the server's cap dropped).
+	StdoutElided, StderrElided int
+	// Outcome classifies the run from the exit code and the go tool's output.
+	Outcome Outcome
+}
+
+// Options tune a Session. The zero value gives the defaults.
+type Options struct {
+	// HeadBytes and TailBytes size the head+tail window kept of each output
+	// stream; defaults 8 KiB each. Negative means keep everything.
+	HeadBytes, TailBytes int
+	// DefaultTimeout applies to a Request with no Timeout; default 60 s.
+	DefaultTimeout time.Duration
+	// Logger receives debug logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultHeadBytes = 8 << 10
+	defaultTailBytes = 8 << 10
+	defaultTimeout   = 60 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.HeadBytes == 0 {
+		o.HeadBytes = defaultHeadBytes
+	}
+	if o.TailBytes == 0 {
+		o.TailBytes = defaultTailBytes
+	}
+	if o.DefaultTimeout == 0 {
+		o.DefaultTimeout = defaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Session is one sandbox and the calls made in it. Its methods are safe for
+// concurrent use; Execute calls run one at a time.
+type Session struct {
+	sb      Sandbox
+	backend string
+	opts    Options
+
+	mu     sync.Mutex // serializes Execute/Reset, guards closed
+	closed bool
+}
+
+// Open provisions a new sandbox from b.
+func Open(ctx context.Context, b Backend, opts Options) (*Session, error) {
+	sb, err := b.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open %s sandbox: %w", b.Name(), err)
+	}
+	return &Session{sb: sb, backend: b.Name(), opts: opts.withDefaults()}, nil
+}
+
+// Attach reconnects to the sandbox with the given ID (from Session.ID).
+func Attach(ctx context.Context, b Backend, id string, opts Options) (*Session, error) {
+	sb, err := b.Attach(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("attach %s sandbox %q: %w", b.Name(), id, err)
+	}
+	return &Session{sb: sb, backend: b.Name(), opts: opts.withDefaults()}, nil
+}
+
+// NewSession wraps a Sandbox already opened by a backend.
+func NewSession(sb Sandbox, opts Options) *Session {
+	return &Session{sb: sb, opts: opts.withDefaults()}
+}
+
+// ID names the sandbox for Attach.
+func (s *Session) ID() string { return s.sb.ID() }
+
+// Sandbox returns the underlying sandbox.
+func (s *Session) Sandbox() Sandbox { return s.sb }
