@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the system packages go-runtime-sandbox needs on a Debian/Ubuntu
+# machine. Idempotent: packages already present are skipped, and apt-get
+# update runs only when something is missing.
+set -euo pipefail
+
+# One package per line; say who needs it.
+packages=(
+	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "install-deps: all packages present: ${packages[*]}"
+	exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
