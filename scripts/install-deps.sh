@@ -7,6 +7,7 @@ set -euo pipefail
 # One package per line; say who needs it.
 packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
+	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 )
 
 missing=()
