@@ -1,0 +1,201 @@
+// Package demo holds the end-to-end flows cmd/demo runs against any
+// backend: a single-file smoke flow and a multi-file module flow. Each step
+// runs one command in the sandbox and checks its exit code and output.
+package demo
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+//go:embed testdata
+var sources embed.FS
+
+// Flow names accepted by Run.
+const (
+	FlowAll   = "all"
+	FlowSmoke = "smoke"
+	FlowMulti = "multi"
+)
+
+// Executor is the part of goruntime.Session the flows use.
+type Executor interface {
+	ExecuteStream(ctx context.Context, req goruntime.Request, onChunk func(goruntime.Chunk)) (*goruntime.Result, error)
+}
+
+// Options tune Run.
+type Options struct {
+	// Out receives the flows' report: section banners, one
+	// "-- <command> [exit=N] --" header per step followed by its output.
+	Out io.Writer
+	// Live prints output as the command produces it (header first, exit
+	// code after) instead of the buffered "-- cmd [exit=N] --" blocks.
+	Live bool
+	// StepTimeout bounds each step's command; zero means 2 minutes.
+	StepTimeout time.Duration
+}
+
+// StageError reports which step of which flow failed, and why.
+type StageError struct {
+	Flow, Command string
+	Err           error
+}
+
+func (e *StageError) Error() string {
+	return fmt.Sprintf("%s flow, step %q: %v", e.Flow, e.Command, e.Err)
+}
+
+func (e *StageError) Unwrap() error { return e.Err }
+
+type step struct {
+	command string   // what the user sees and what runs, in the flow's directory
+	want    []string // substrings the combined output must contain
+}
+
+type flow struct {
+	name   string // "smoke" or "multi"
+	banner string
+	dir    string // directory under /app and under testdata
+	steps  []step
+}
+
+func flows() []flow {
+	return []flow{
+		{
+			name:   FlowSmoke,
+			banner: "=== single-file smoke flow ===",
+			dir:    "smoke",
+			steps: []step{
+				{command: "go run main.go", want: []string{"sum(1..100)=5050", "go=go1."}},
+				{command: "go build -o app main.go"},
+				{command: "./app", want: []string{"sum(1..100)=5050"}},
+			},
+		},
+		{
+			name:   FlowMulti,
+			banner: "=== multi-file module flow ===",
+			dir:    "multi",
+			steps: []step{
+				// "go build -o app ./..." is refused by the go command when
+				// ./... holds more than one package, so build the tree and
+				// then the binary.
+				{command: "go build ./... && go build -o app ."},
+				{command: "./app", want: []string{"Hello, Alice!", "Hello, Bob!", "Hello, Carol!"}},
+				{command: "go test ./...", want: []string{"ok  \texample.com/hello/greet"}},
+			},
+		},
+	}
+}
+
+// Run runs the named flow ("all", "smoke" or "multi") in one session and
+// prints "==> PoC complete" when every step passed. Errors are *StageError
+// naming the failed step.
+func Run(ctx context.Context, ex Executor, which string, opts Options) error {
+	if opts.StepTimeout == 0 {
+		opts.StepTimeout = 2 * time.Minute
+	}
+	var selected []flow
+	for _, f := range flows() {
+		if which == FlowAll || which == f.name {
+			selected = append(selected, f)
+		}
+	}
+	if len(selected) == 0 {
+		return fmt.Errorf("unknown flow %q: want all, smoke or multi", which)
+	}
+	for _, f := range selected {
+		if err := runFlow(ctx, ex, f, opts); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(opts.Out, "==> PoC complete")
+	return nil
+}
+
+func runFlow(ctx context.Context, ex Executor, f flow, opts Options) error {
+	fmt.Fprintln(opts.Out, f.banner)
+	files, err := flowFiles(f.dir)
+	if err != nil {
+		return &StageError{Flow: f.name, Command: "load sources", Err: err}
+	}
+	for i, s := range f.steps {
+		req := goruntime.Request{
+			Command: "cd " + f.dir + " && " + s.command,
+			Timeout: opts.StepTimeout,
+		}
+		if i == 0 {
+			req.Files = files // the whole flow's sources travel in one archive
+		}
+		var onChunk func(goruntime.Chunk)
+		if opts.Live {
+			fmt.Fprintf(opts.Out, "-- %s --\n", s.command)
+			onChunk = func(c goruntime.Chunk) { _, _ = opts.Out.Write(c.Data) }
+		}
+		res, err := ex.ExecuteStream(ctx, req, onChunk)
+		if err != nil {
+			return &StageError{Flow: f.name, Command: s.command, Err: err}
+		}
+		if opts.Live {
+			fmt.Fprintf(opts.Out, "[exit=%d]\n", res.ExitCode)
+		} else {
+			fmt.Fprintf(opts.Out, "-- %s [exit=%d] --\n", s.command, res.ExitCode)
+			writeOutput(opts.Out, res.Stdout)
+			writeOutput(opts.Out, res.Stderr)
+		}
+		if res.ExitCode != 0 {
+			return &StageError{Flow: f.name, Command: s.command,
+				Err: fmt.Errorf("exit code %d (outcome %s)", res.ExitCode, res.Outcome)}
+		}
+		out := res.Stdout + res.Stderr
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				return &StageError{Flow: f.name, Command: s.command, Err: fmt.Errorf("output lacks %q", w)}
+			}
+		}
+	}
+	return nil
+}
+
+func writeOutput(w io.Writer, s string) {
+	if s == "" {
+		return
+	}
+	io.WriteString(w, s)
+	if !strings.HasSuffix(s, "\n") {
+		io.WriteString(w, "\n")
+	}
+}
+
+// flowFiles loads testdata/<dir> as files under <dir>/ in the sandbox.
+// go.mod is stored as go.mod.txt so the embedded tree is not a nested module.
+func flowFiles(dir string) ([]goruntime.File, error) {
+	root := "testdata/" + dir
+	var files []goruntime.File
+	err := fs.WalkDir(sources, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := sources.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(p, "testdata/")
+		if path.Base(rel) == "go.mod.txt" {
+			rel = path.Join(path.Dir(rel), "go.mod")
+		}
+		files = append(files, goruntime.File{Path: rel, Data: data, Mode: 0o644})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read embedded %s sources: %w", dir, err)
+	}
+	return files, nil
+}

@@ -1,0 +1,5 @@
+// Package greet builds greetings.
+package greet
+
+// Hello returns a greeting for name.
+func Hello(name string) string { return "Hello, " + name + "!" }
