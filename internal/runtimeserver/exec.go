@@ -1,0 +1,122 @@
+package runtimeserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// pipeGrace is how long a command's output pipes may stay open after its
+// main process exited (a backgrounded child still holding them) before the
+// server stops reading and answers.
+const pipeGrace = 250 * time.Millisecond
+
+// Exit codes the server reports for commands it ended.
+const (
+	exitTimedOut   = 124 // the deadline killed the command, as timeout(1) reports
+	exitSignalBase = 128 // plus N: signal N killed the command
+)
+
+var (
+	errDeadline = errors.New("command deadline passed")
+	errShutdown = errors.New("server shutting down")
+)
+
+// execSpec is one command to run, validated.
+type execSpec struct {
+	command string
+	timeout time.Duration
+	env     map[string]string
+}
+
+// execResult is the /execute response body: the legacy fields first, then
+// our extensions.
+type execResult struct {
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	ExitCode        int     `json:"exit_code"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	TimedOut        bool    `json:"timed_out"`
+	Signal          int     `json:"signal"`
+	DurationMS      float64 `json:"duration_ms"`
+}
+
+// procStarter starts a command so that the orphan reaper never takes its
+// exit status, and is told once the command has been waited for.
+type procStarter interface {
+	Start(cmd *exec.Cmd) error
+	Done(pid int)
+}
+
+// run runs spec with /bin/sh -c in the base directory, as the leader of a
+// new process group. When ctx ends (client gone, server shutting down) or
+// the deadline passes, the whole group is killed with SIGKILL; output
+// written before that is kept. The error is non-nil only when the command
+// could not be started.
+func (s *Server) run(ctx context.Context, spec execSpec) (*execResult, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, spec.timeout, errDeadline)
+	defer cancel()
+
+	stdout := &capture{limit: s.cfg.MaxOutputBytes}
+	stderr := &capture{limit: s.cfg.MaxOutputBytes}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", spec.command)
+	cmd.Dir = s.root.Dir()
+	cmd.Env = s.env
+	for k, v := range spec.env {
+		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
+	}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The leader's pid is its process group's id.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = pipeGrace
+
+	start := time.Now()
+	if err := s.procs.Start(cmd); err != nil {
+		return nil, fmt.Errorf("start /bin/sh -c: %w", err)
+	}
+	waitErr := cmd.Wait()
+	s.procs.Done(cmd.Process.Pid)
+	elapsed := time.Since(start)
+
+	res := &execResult{DurationMS: float64(elapsed.Microseconds()) / 1000}
+	var note string
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	cause := context.Cause(ctx)
+	switch {
+	case ctx.Err() != nil && errors.Is(cause, errDeadline) && ws.Signaled():
+		res.ExitCode = exitTimedOut
+		res.TimedOut = true
+		note = fmt.Sprintf("[sandbox-server: command timed out after %s; its process group was killed]", spec.timeout)
+	case ws.Signaled():
+		sig := ws.Signal()
+		res.Signal = int(sig)
+		res.ExitCode = exitSignalBase + int(sig)
+		why := ""
+		if ctx.Err() != nil {
+			why = fmt.Sprintf(" (%v)", cause)
+		}
+		note = fmt.Sprintf("[sandbox-server: command killed by signal %d (%s)%s]", int(sig), sig, why)
+	case cmd.ProcessState != nil:
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	default:
+		return nil, fmt.Errorf("wait /bin/sh -c: %w", waitErr)
+	}
+	res.Stdout, res.StdoutTruncated = stdout.render("stdout", s.cfg.MaxOutputBytes)
+	res.Stderr, res.StderrTruncated = stderr.render("stderr", s.cfg.MaxOutputBytes-len(note)-8)
+	if note != "" {
+		if res.Stderr != "" && !strings.HasSuffix(res.Stderr, "\n") {
+			res.Stderr += "\n"
+		}
+		res.Stderr += note + "\n"
+	}
+	return res, nil
+}
