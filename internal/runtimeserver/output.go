@@ -48,7 +48,6 @@ func jsonCost(r rune) int {
 // names the stream and how many of its bytes were dropped.
 func (c *capture) render(stream string, share int) (string, bool) {
 	budget := max(share-streamReserve, 0)
-	var b strings.Builder
 	cost, kept := 2, 0 // the quotes
 	fits := true
 	for kept < len(c.buf) {
@@ -65,7 +64,7 @@ func (c *capture) render(stream string, share int) (string, bool) {
 		kept += size
 	}
 	if fits && kept == len(c.buf) && c.total == int64(len(c.buf)) {
-		return strings.ToValidUTF8(string(c.buf), "\uFFFD"), false
+		return sanitize(c.buf, ""), false
 	}
 	marker := fmt.Sprintf("\n[sandbox-server: %s truncated: %d of %d bytes dropped]\n", stream, c.total-int64(kept), c.total)
 	mcost := len(marker) + 2 // two newlines cost one byte more each
@@ -77,12 +76,22 @@ func (c *capture) render(stream string, share int) (string, bool) {
 		marker = fmt.Sprintf("\n[sandbox-server: %s truncated: %d of %d bytes dropped]\n", stream, c.total-int64(kept), c.total)
 		mcost = len(marker) + 2
 	}
-	b.Grow(kept + len(marker))
-	for i := 0; i < kept; {
-		r, size := utf8.DecodeRune(c.buf[i:])
+	return sanitize(c.buf[:kept], marker), true
+}
+
+// sanitize returns p with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, followed by suffix.
+func sanitize(p []byte, suffix string) string {
+	if utf8.Valid(p) {
+		return string(p) + suffix
+	}
+	var b strings.Builder
+	b.Grow(len(p) + len(p)/8 + len(suffix))
+	for i := 0; i < len(p); {
+		r, size := utf8.DecodeRune(p[i:])
 		b.WriteRune(r) // RuneError writes U+FFFD for an invalid byte
 		i += size
 	}
-	b.WriteString(marker)
-	return b.String(), true
+	b.WriteString(suffix)
+	return b.String()
 }
