@@ -1,0 +1,268 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// stdioKey is the pool key of the process-wide sandbox: the stdio session
+// (and any other transport without session IDs) uses it.
+const stdioKey = ""
+
+// errTooManySandboxes is returned when an HTTP session asks for a sandbox
+// while MaxSandboxes are open.
+var errTooManySandboxes = errors.New("too many sandboxes open on this server")
+
+// pool holds one slot per MCP session (one for the whole process over
+// stdio). A slot's sandbox is opened on the session's first tool call and
+// closed when the session ends, when it has been idle for the idle TTL, or
+// when the server closes.
+type pool struct {
+	backend goruntime.Backend
+	cfg     *Config
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	slots  map[string]*slot
+	open   int  // sandboxes currently open
+	closed bool // Close was called
+}
+
+// slot is the state of one MCP session. Holding its turn serializes the
+// session's tool calls and guards sess, reaped and gone.
+type slot struct {
+	key  string
+	turn chan struct{} // capacity 1: a call holds the turn by sending into it
+
+	// guarded by turn
+	sess   *goruntime.Session
+	reaped time.Duration // idle time of a sandbox the reaper closed; reported once on the next call
+	gone   bool          // the session ended or the server closed: no more calls
+
+	// guarded by pool.mu
+	lastUsed time.Time
+}
+
+func newPool(b goruntime.Backend, cfg *Config, log *slog.Logger) *pool {
+	return &pool{backend: b, cfg: cfg, log: log, slots: map[string]*slot{}}
+}
+
+// acquire takes the turn of the slot for key, creating the slot if needed.
+// watch, when non-nil and the slot is new, is called once and must return a
+// channel closed when the MCP session ends. It waits for calls ahead of it
+// until ctx is done.
+func (p *pool) acquire(ctx context.Context, key string, watch func() <-chan struct{}) (*slot, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("server is shutting down: %w", goruntime.ErrClosed)
+	}
+	s := p.slots[key]
+	if s == nil {
+		s = &slot{key: key, turn: make(chan struct{}, 1), lastUsed: time.Now()}
+		p.slots[key] = s
+		if watch != nil {
+			done := watch()
+			go func() {
+				<-done
+				p.drop(key, s)
+			}()
+		}
+	}
+	p.mu.Unlock()
+
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the previous call in this session: %w", context.Cause(ctx))
+	}
+	if s.gone {
+		<-s.turn
+		return nil, fmt.Errorf("session ended: %w", goruntime.ErrClosed)
+	}
+	return s, nil
+}
+
+// release gives back the turn taken by acquire.
+func (p *pool) release(s *slot) {
+	p.mu.Lock()
+	s.lastUsed = time.Now()
+	p.mu.Unlock()
+	<-s.turn
+}
+
+// session returns the slot's sandbox session, opening it (or attaching to
+// the claimed sandbox) on first use. The caller holds the slot's turn.
+func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error) {
+	if s.sess != nil {
+		return s.sess, nil
+	}
+	p.mu.Lock()
+	if p.cfg.MaxSandboxes > 0 && p.open >= p.cfg.MaxSandboxes {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("open a sandbox: %d of %d in use; try again when other sessions end: %w",
+			p.open, p.cfg.MaxSandboxes, errTooManySandboxes)
+	}
+	p.open++
+	p.mu.Unlock()
+
+	octx, cancel := context.WithTimeout(ctx, p.cfg.OpenTimeout)
+	defer cancel()
+	start := time.Now()
+	var (
+		sess *goruntime.Session
+		err  error
+	)
+	if s.key == stdioKey && p.cfg.Claim != "" {
+		sess, err = goruntime.Attach(octx, p.backend, p.cfg.Claim, p.cfg.Session)
+	} else {
+		sess, err = goruntime.Open(octx, p.backend, p.cfg.Session)
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w (gave up after --open-timeout=%s)", err, p.cfg.OpenTimeout)
+		}
+		return nil, err
+	}
+	p.log.Info("sandbox ready", "backend", p.backend.Name(), "sandbox", sess.ID(),
+		"mcp_session", s.key, "open_ms", time.Since(start).Milliseconds())
+	s.sess = sess
+	return sess, nil
+}
+
+// closeSession ends the slot's sandbox: Disconnect for the process-wide
+// sandbox with --persistent, Close otherwise. The caller holds the turn.
+func (p *pool) closeSession(ctx context.Context, s *slot, why string) {
+	if s.sess == nil {
+		return
+	}
+	sess := s.sess
+	s.sess = nil
+	p.mu.Lock()
+	p.open--
+	p.mu.Unlock()
+	if s.key == stdioKey && p.cfg.Persistent {
+		if err := sess.Disconnect(ctx); err != nil {
+			p.log.Error("disconnect sandbox", "sandbox", sess.ID(), "err", err)
+			return
+		}
+		p.log.Info("sandbox kept running (--persistent); reattach with --claim", "sandbox", sess.ID(), "claim", sess.ID())
+		return
+	}
+	if err := sess.Close(ctx); err != nil {
+		p.log.Error("close sandbox", "sandbox", sess.ID(), "why", why, "err", err)
+		return
+	}
+	p.log.Info("sandbox closed", "sandbox", sess.ID(), "mcp_session", s.key, "why", why)
+}
+
+// drop forgets the slot of an MCP session that ended and closes its
+// sandbox once the call in flight (if any) returns.
+func (p *pool) drop(key string, s *slot) {
+	p.mu.Lock()
+	if p.slots[key] == s {
+		delete(p.slots, key)
+	}
+	p.mu.Unlock()
+	s.turn <- struct{}{}
+	defer func() { <-s.turn }()
+	if s.gone {
+		return
+	}
+	s.gone = true
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpenTimeout)
+	defer cancel()
+	p.closeSession(ctx, s, "mcp session ended")
+}
+
+// reap closes the sandboxes of slots idle for longer than ttl whose turn is
+// free, and returns how many it closed. Their MCP sessions stay: the next
+// call opens a fresh sandbox and says so.
+func (p *pool) reap(ctx context.Context, ttl time.Duration) int {
+	now := time.Now()
+	p.mu.Lock()
+	var idle []*slot
+	for _, s := range p.slots {
+		if now.Sub(s.lastUsed) > ttl {
+			idle = append(idle, s)
+		}
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, s := range idle {
+		select {
+		case s.turn <- struct{}{}:
+		default:
+			continue // a call is running or waiting
+		}
+		p.mu.Lock()
+		idleFor := now.Sub(s.lastUsed)
+		stillIdle := idleFor > ttl
+		p.mu.Unlock()
+		if stillIdle && s.sess != nil && !s.gone {
+			p.closeSession(ctx, s, "idle for "+idleFor.Round(time.Second).String())
+			s.reaped = idleFor
+			n++
+		}
+		<-s.turn
+	}
+	return n
+}
+
+// runReaper calls reap every ttl/4 (at least every second, at most every
+// minute) until ctx is done.
+func (p *pool) runReaper(ctx context.Context, ttl time.Duration) {
+	every := min(max(ttl/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.reap(ctx, ttl)
+		}
+	}
+}
+
+// Close ends every sandbox, waiting for calls in flight until ctx is done.
+func (p *pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	slots := make([]*slot, 0, len(p.slots))
+	for _, s := range p.slots {
+		slots = append(slots, s)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, s := range slots {
+		select {
+		case s.turn <- struct{}{}:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("close sandbox of session %q: %w", s.key, ctx.Err()))
+			continue
+		}
+		if !s.gone {
+			s.gone = true
+			p.closeSession(ctx, s, "server shutting down")
+		}
+		<-s.turn
+	}
+	return errors.Join(errs...)
+}
+
+// openCount reports how many sandboxes are open.
+func (p *pool) openCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open
+}

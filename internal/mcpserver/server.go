@@ -1,0 +1,262 @@
+// Package mcpserver serves go-runtime-sandbox to MCP clients (Claude Code,
+// Cursor, Gemini CLI, any client of the Model Context Protocol): the tool
+// run_go_code builds, runs and tests Go code in a sandbox from a
+// goruntime.Backend, and read_file, list_files and reset_sandbox inspect
+// and reset it.
+//
+// Over stdio the server keeps one sandbox for the whole process, opened on
+// the first tool call. Over Streamable HTTP each MCP session gets its own
+// sandbox, closed when the session ends or after it has been idle for
+// Config.IdleTTL. Calls within a session run one at a time.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// Config configures a Server. Zero durations take the defaults named on
+// each field.
+type Config struct {
+	// Backend provisions the sandboxes. Required.
+	Backend goruntime.Backend
+	// Logger receives the server's logs; nil discards them. It must not
+	// write to the stdio transport's stdout.
+	Logger *slog.Logger
+	// Version is reported to clients as the server's version.
+	Version string
+
+	// OpenTimeout bounds opening (or attaching to) a sandbox; default 2 min.
+	OpenTimeout time.Duration
+	// DefaultTimeout is a command's time limit when the call gives none;
+	// default 60 s.
+	DefaultTimeout time.Duration
+	// MaxTimeout is the largest timeout_seconds a call may ask for;
+	// default 10 min.
+	MaxTimeout time.Duration
+	// Ephemeral empties /app before every run_go_code call (the build and
+	// module caches stay), so no call sees files from an earlier one.
+	Ephemeral bool
+	// Claim is the ID of a running sandbox to attach to instead of opening
+	// a new one. Stdio only.
+	Claim string
+	// Persistent leaves the sandbox running when the server exits, to be
+	// reattached with Claim. Stdio only.
+	Persistent bool
+
+	// IdleTTL closes an HTTP session's sandbox after it has run no tool
+	// call for this long, and ends MCP sessions idle for this long; default
+	// 30 min. Negative means never.
+	IdleTTL time.Duration
+	// MaxSandboxes bounds how many sandboxes HTTP sessions may hold at
+	// once; default 16. Negative means no bound.
+	MaxSandboxes int
+
+	// ProgressInterval is how often run_go_code sends a progress
+	// notification while a command runs, when the client asked for
+	// progress; default 1 s.
+	ProgressInterval time.Duration
+	// Session tunes the sessions' output window and defaults; see
+	// goruntime.Options. Session.DefaultTimeout is set from DefaultTimeout.
+	Session goruntime.Options
+}
+
+const (
+	defaultOpenTimeout      = 2 * time.Minute
+	defaultCommandTimeout   = 60 * time.Second
+	defaultMaxTimeout       = 10 * time.Minute
+	defaultIdleTTL          = 30 * time.Minute
+	defaultMaxSandboxes     = 16
+	defaultProgressInterval = time.Second
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Backend == nil {
+		return c, errors.New("mcpserver: Config.Backend is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.OpenTimeout == 0 {
+		c.OpenTimeout = defaultOpenTimeout
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = defaultCommandTimeout
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = defaultMaxTimeout
+	}
+	if c.IdleTTL == 0 {
+		c.IdleTTL = defaultIdleTTL
+	}
+	if c.MaxSandboxes == 0 {
+		c.MaxSandboxes = defaultMaxSandboxes
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = defaultProgressInterval
+	}
+	switch {
+	case c.OpenTimeout < 0:
+		return c, fmt.Errorf("open timeout %s: must be positive", c.OpenTimeout)
+	case c.DefaultTimeout < 0:
+		return c, fmt.Errorf("default command timeout %s: must be positive", c.DefaultTimeout)
+	case c.MaxTimeout < c.DefaultTimeout:
+		return c, fmt.Errorf("max command timeout %s is below the default timeout %s", c.MaxTimeout, c.DefaultTimeout)
+	case c.Persistent && c.Ephemeral:
+		// Allowed, but worth a word: the kept sandbox is emptied on each call anyway.
+	}
+	c.Session.DefaultTimeout = c.DefaultTimeout
+	if c.Session.Logger == nil {
+		c.Session.Logger = c.Logger
+	}
+	return c, nil
+}
+
+// Server is the MCP server. Create it with New, serve it with ServeStdio
+// or Handler/ServeHTTP, and Close it to end every sandbox.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	mcp  *mcp.Server
+	pool *pool
+}
+
+// protocolVersions are the MCP versions the server speaks: the ones with
+// sessions (2025-11-25 and earlier). A sandbox belongs to an MCP session,
+// and the session-less 2026-07-28 protocol has none to tie it to; clients
+// that try it first fall back to these through initialize.
+func protocolVersions() []string {
+	var vs []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// New builds a Server. Errors name the bad Config field.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.pool = newPool(cfg.Backend, &s.cfg, cfg.Logger)
+	s.mcp = mcp.NewServer(&mcp.Implementation{
+		Name:    "go-runtime-sandbox",
+		Title:   "Go runtime sandbox",
+		Version: cfg.Version,
+	}, &mcp.ServerOptions{
+		Instructions:              instructions,
+		Logger:                    cfg.Logger,
+		SupportedProtocolVersions: protocolVersions(),
+		Capabilities:              &mcp.ServerCapabilities{},
+	})
+	s.addTools()
+	return s, nil
+}
+
+// MCP returns the underlying SDK server, to connect it to other transports.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// ServeStdio serves one client over r and w (a process's stdin and stdout)
+// until the client hangs up or ctx is done, then ends the sandbox (or
+// leaves it running with Config.Persistent).
+func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
+	defer cancel()
+	cerr := s.Close(cctx)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return errors.Join(fmt.Errorf("serve stdio: %w", err), cerr)
+	}
+	return cerr
+}
+
+// Handler returns the Streamable HTTP handler: one sandbox per MCP
+// session. It refuses Claim and Persistent, which name one sandbox for the
+// whole process.
+func (s *Server) Handler() (http.Handler, error) {
+	if s.cfg.Claim != "" {
+		return nil, errors.New("--claim attaches one sandbox to the whole process and works over stdio only; over HTTP each MCP session gets its own sandbox")
+	}
+	if s.cfg.Persistent {
+		return nil, errors.New("--persistent keeps the one stdio sandbox for a later --claim and works over stdio only; HTTP sandboxes end with their MCP session")
+	}
+	var timeout time.Duration
+	if s.cfg.IdleTTL > 0 {
+		timeout = s.cfg.IdleTTL
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: s.log}), nil
+}
+
+// ServeHTTP serves Streamable HTTP on ln (at path /mcp and /) until ctx is
+// done, reaping idle sandboxes, then ends every sandbox.
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
+	h, err := s.Handler()
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.Handle("/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	rctx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	if s.cfg.IdleTTL > 0 {
+		go s.pool.runReaper(rctx, s.cfg.IdleTTL)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "backend", s.cfg.Backend.Name())
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	// Shutdown waits for open SSE streams; end MCP sessions first so their
+	// streams close, then the sandboxes.
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+	_ = srv.Shutdown(sctx)
+	cerr := s.Close(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return errors.Join(fmt.Errorf("serve http: %w", err), cerr)
+	}
+	return cerr
+}
+
+// Close ends every sandbox (Disconnect instead of Close for the stdio
+// sandbox with Config.Persistent), waiting for calls in flight until ctx
+// is done.
+func (s *Server) Close(ctx context.Context) error {
+	return s.pool.Close(ctx)
+}
+
+// Reap closes the sandboxes idle for longer than ttl and returns how many
+// it closed. ServeHTTP runs it periodically with Config.IdleTTL.
+func (s *Server) Reap(ctx context.Context, ttl time.Duration) int {
+	return s.pool.reap(ctx, ttl)
+}
+
+// OpenSandboxes reports how many sandboxes the server holds open.
+func (s *Server) OpenSandboxes() int { return s.pool.openCount() }
