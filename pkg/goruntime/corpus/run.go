@@ -1,0 +1,161 @@
+package corpus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// Observed is what one run of a case produced, before normalization.
+type Observed struct {
+	Stdout, Stderr string
+	ExitCode       int
+	Outcome        goruntime.Outcome
+	Duration       time.Duration
+}
+
+// HostGoEnv is what the oracle adds to the host's environment, to match
+// the go settings of a local sandbox: modules only from the module cache,
+// no toolchain switching, no cgo. A case's env may override them.
+func HostGoEnv() []string {
+	return []string{"GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0"}
+}
+
+// RunHost is the oracle: it copies c into a fresh directory under tmp and
+// runs c.Script there with sh -c, the host's go command, HostGoEnv and
+// c.Env. On timeout the whole process
+// group is killed and the exit code is 124, as the runtime server does. It
+// returns the directory it ran in, to normalize paths in the output.
+func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) {
+	dir, err := os.MkdirTemp(tmp, c.Name+"-")
+	if err != nil {
+		return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, err)
+	}
+	for _, f := range c.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, err)
+		}
+		mode := f.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, f.Data, mode); err != nil {
+			return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, err)
+		}
+	}
+
+	cmd := exec.Command("/bin/sh", "-c", c.Script())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), HostGoEnv()...)
+	for k, v := range c.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Observed{}, "", fmt.Errorf("oracle %s: start sh: %w", c.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(c.Timeout)
+	defer timer.Stop()
+	var waitErr error
+	timedOut := false
+	select {
+	case waitErr = <-done:
+	case <-timer.C:
+		timedOut = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		waitErr = <-done
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, ctx.Err())
+	}
+	// Children that outlived sh (a background process) die with the group.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+
+	er := &goruntime.ExecResult{
+		Stdout:   replaceInvalidUTF8(stdout.String()),
+		Stderr:   replaceInvalidUTF8(stderr.String()),
+		TimedOut: timedOut,
+		Duration: time.Since(start),
+	}
+	switch {
+	case timedOut:
+		er.ExitCode = 124
+	case waitErr == nil:
+	default:
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return Observed{}, "", fmt.Errorf("oracle %s: wait sh: %w", c.Name, waitErr)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			er.ExitCode = 128 + int(ws.Signal())
+		} else {
+			er.ExitCode = ee.ExitCode()
+		}
+	}
+	return Observed{
+		Stdout:   er.Stdout,
+		Stderr:   er.Stderr,
+		ExitCode: er.ExitCode,
+		Outcome:  goruntime.Classify(c.Script(), er),
+		Duration: er.Duration,
+	}, dir, nil
+}
+
+// RunSession runs c through s: one Execute shipping c's files and running
+// c.Script with c.Env and c.Timeout. The caller empties the sandbox first
+// (Session.Reset) if it ran an earlier case. s must keep whole outputs
+// (goruntime.Options HeadBytes and TailBytes negative): a result with
+// elided bytes is an error, since it cannot be compared.
+func RunSession(ctx context.Context, s *goruntime.Session, c Case) (Observed, error) {
+	res, err := s.Execute(ctx, goruntime.Request{
+		Files:   c.Files,
+		Command: c.Script(),
+		Timeout: c.Timeout,
+		Env:     c.Env,
+	})
+	if err != nil {
+		return Observed{}, fmt.Errorf("sandbox %s: %w", c.Name, err)
+	}
+	if res.StdoutElided > 0 || res.StderrElided > 0 {
+		return Observed{}, fmt.Errorf("sandbox %s: the session elided %d+%d output bytes; open it with negative HeadBytes/TailBytes",
+			c.Name, res.StdoutElided, res.StderrElided)
+	}
+	return Observed{
+		Stdout:   res.Stdout,
+		Stderr:   res.Stderr,
+		ExitCode: res.ExitCode,
+		Outcome:  res.Outcome,
+		Duration: res.Duration,
+	}, nil
+}
+
+// replaceInvalidUTF8 replaces each byte that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json does to the runtime server's output.
+func replaceInvalidUTF8(s string) string {
+	if strings.ToValidUTF8(s, "") == s {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		// Ranging over a string yields U+FFFD, width 1, for each bad byte.
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,3 @@
+module example.com/benchmark
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/both-streams
+
+go 1.26

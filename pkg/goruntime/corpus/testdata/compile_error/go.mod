@@ -1,0 +1,3 @@
+module example.com/compile-error
+
+go 1.26

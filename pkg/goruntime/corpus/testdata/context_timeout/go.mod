@@ -1,0 +1,3 @@
+module example.com/context-timeout
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/data-race
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/deadlock
+
+go 1.26

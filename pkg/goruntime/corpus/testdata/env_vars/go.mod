@@ -1,0 +1,3 @@
+module example.com/env-vars
+
+go 1.26

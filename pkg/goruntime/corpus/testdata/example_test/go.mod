@@ -1,0 +1,3 @@
+module example.com/example-test
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/exit-code-binary
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/exit-code-go-run
+
+go 1.26

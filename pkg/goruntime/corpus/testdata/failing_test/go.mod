@@ -1,0 +1,3 @@
+module example.com/failing-test
+
+go 1.26

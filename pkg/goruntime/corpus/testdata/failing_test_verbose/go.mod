@@ -1,0 +1,3 @@
+module example.com/failing-test-verbose
+
+go 1.26

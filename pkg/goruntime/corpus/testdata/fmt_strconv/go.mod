@@ -1,0 +1,3 @@
+module example.com/fmt-strconv
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/fuzz-seed
+
+go 1.26

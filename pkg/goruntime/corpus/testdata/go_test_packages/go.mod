@@ -1,0 +1,3 @@
+module example.com/go-test-packages
+
+go 1.26

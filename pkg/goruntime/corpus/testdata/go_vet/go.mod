@@ -1,0 +1,3 @@
+module example.com/go-vet
+
+go 1.26

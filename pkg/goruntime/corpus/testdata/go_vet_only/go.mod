@@ -1,0 +1,3 @@
+module example.com/go-vet-only
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/goroutines-channels
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/index-out-of-range
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/iterators
+
+go 1.26

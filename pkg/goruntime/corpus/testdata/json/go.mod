@@ -1,0 +1,3 @@
+module example.com/json
+
+go 1.26

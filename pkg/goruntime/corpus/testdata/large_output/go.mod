@@ -1,0 +1,3 @@
+module example.com/large-output
+
+go 1.26

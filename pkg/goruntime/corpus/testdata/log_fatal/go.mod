@@ -1,0 +1,3 @@
+module example.com/log-fatal
+
+go 1.26

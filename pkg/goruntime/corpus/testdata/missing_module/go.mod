@@ -1,0 +1,3 @@
+module example.com/missing-module
+
+go 1.26

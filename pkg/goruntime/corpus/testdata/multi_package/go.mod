@@ -1,0 +1,3 @@
+module example.com/multi-package
+
+go 1.26

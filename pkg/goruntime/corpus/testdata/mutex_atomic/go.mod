@@ -1,0 +1,3 @@
+module example.com/mutex-atomic
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/nil-pointer
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/os-args
+
+go 1.26

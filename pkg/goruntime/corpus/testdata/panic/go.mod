@@ -1,0 +1,3 @@
+module example.com/panic
+
+go 1.26

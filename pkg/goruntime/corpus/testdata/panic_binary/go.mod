@@ -1,0 +1,3 @@
+module example.com/panic-binary
+
+go 1.26

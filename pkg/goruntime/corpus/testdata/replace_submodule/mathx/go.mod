@@ -1,0 +1,3 @@
+module example.com/mathx
+
+go 1.26

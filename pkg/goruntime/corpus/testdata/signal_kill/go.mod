@@ -1,0 +1,3 @@
+module example.com/signal-kill
+
+go 1.26

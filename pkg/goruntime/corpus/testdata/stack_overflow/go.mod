@@ -1,0 +1,3 @@
+module example.com/stack-overflow
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/stdin-interactive
+
+go 1.26

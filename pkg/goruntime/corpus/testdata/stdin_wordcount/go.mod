@@ -1,0 +1,3 @@
+module example.com/stdin-wordcount
+
+go 1.26

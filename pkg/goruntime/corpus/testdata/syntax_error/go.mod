@@ -1,0 +1,3 @@
+module example.com/syntax-error
+
+go 1.26

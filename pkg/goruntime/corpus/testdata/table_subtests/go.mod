@@ -1,0 +1,3 @@
+module example.com/table-subtests
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/test-build-failed
+
+go 1.26

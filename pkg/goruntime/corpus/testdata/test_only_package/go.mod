@@ -1,0 +1,3 @@
+module example.com/test-only-package
+
+go 1.26

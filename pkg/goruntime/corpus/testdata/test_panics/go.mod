@@ -1,0 +1,3 @@
+module example.com/test-panics
+
+go 1.26

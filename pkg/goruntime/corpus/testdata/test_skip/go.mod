@@ -1,0 +1,3 @@
+module example.com/test-skip
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/testmain-exit
+
+go 1.26

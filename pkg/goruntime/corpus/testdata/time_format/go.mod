@@ -1,0 +1,3 @@
+module example.com/time-format
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/timeout-kill
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/unicode-output
+
+go 1.26

@@ -1,0 +1,3 @@
+module example.com/unused-import
+
+go 1.26
