@@ -106,7 +106,7 @@ func (c Config) validate() error {
 	if c.RootDir == "" {
 		return errors.New("sandboxd: root directory is required")
 	}
-	if c.GRPCAddr != "" && c.GRPCAddr == c.RESTAddr {
+	if c.GRPCAddr != "" && c.GRPCAddr == c.RESTAddr && !strings.HasSuffix(c.GRPCAddr, ":0") {
 		return fmt.Errorf("sandboxd: gRPC and REST addresses must differ (both %q)", c.GRPCAddr)
 	}
 	if c.StreamChunkSize < 0 {
