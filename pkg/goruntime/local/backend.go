@@ -1,0 +1,264 @@
+// Package local is the local backend of goruntime: each sandbox is a
+// private directory tree on this machine plus the runtime server running
+// inside bubblewrap (user, pid, net, ipc and uts namespaces; no network by
+// default; only Go, the system's /usr and the module cache bound
+// read-only), with per-sandbox cgroup limits on memory, tasks and CPU and
+// an RLIMIT_FSIZE cap on file size. docs/local-backend.md describes the
+// isolation, the limits and the seed build cache.
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// installHint names the fix for a missing or unusable bubblewrap.
+const installHint = "install it with scripts/install-deps.sh (Debian/Ubuntu: apt-get install bubblewrap)"
+
+// Backend opens sandboxes on this machine. It implements
+// goruntime.Backend. Its methods are safe for concurrent use.
+type Backend struct {
+	opts      Options
+	bwrap     string
+	goroot    string
+	modCache  string
+	hostProxy string
+	hostSumDB string
+	server    string
+	childMode bool // server is this program, re-executed (ServeIfChild)
+	sandboxes string
+
+	seedMu  sync.Mutex
+	seedDir string
+}
+
+var _ goruntime.Backend = (*Backend)(nil)
+
+// New checks that sandboxes can run here (bubblewrap present and able to
+// create namespaces, a Go installation to bind) and returns the backend.
+// It does not build the seed build cache; the first Open does, or Prepare.
+// Errors wrap goruntime.ErrUnavailable and name the fix.
+func New(opts Options) (*Backend, error) {
+	o := opts.withDefaults()
+	b := &Backend{opts: o}
+	unavailable := func(format string, args ...any) error {
+		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
+	}
+	bw, err := exec.LookPath(o.BwrapPath)
+	if err != nil {
+		return nil, unavailable("bubblewrap (%s) not found: %s", o.BwrapPath, installHint)
+	}
+	b.bwrap = bw
+	if out, err := exec.Command(bw, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true").CombinedOutput(); err != nil {
+		return nil, unavailable("bubblewrap cannot create namespaces here (%v: %s); allow unprivileged user namespaces "+
+			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
+			"or run outside a container that forbids them", err, strings.TrimSpace(string(out)))
+	}
+
+	if o.StateDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, unavailable("no state directory: set Options.StateDir (%v)", err)
+		}
+		o.StateDir = filepath.Join(cache, "go-runtime-sandbox")
+	}
+	b.opts.StateDir = o.StateDir
+	b.sandboxes = filepath.Join(o.StateDir, "sandboxes")
+	if err := os.MkdirAll(b.sandboxes, 0o700); err != nil {
+		return nil, unavailable("create state directory: %v", err)
+	}
+	// A unix socket path must fit in sun_path (108 bytes).
+	if n := len(filepath.Join(b.sandboxes, "0123456789abcdef", "run", socketName)); n > 107 {
+		return nil, unavailable("state directory %s is too deep for a unix socket path (%d bytes > 107): set Options.StateDir to a shorter path", o.StateDir, n)
+	}
+
+	if err := b.findGo(); err != nil {
+		return nil, unavailable("%v", err)
+	}
+	if err := b.findServer(); err != nil {
+		return nil, unavailable("%v", err)
+	}
+	return b, nil
+}
+
+// findGo fills goroot, modCache and the host's proxy settings.
+func (b *Backend) findGo() error {
+	goCmd := "go"
+	if b.opts.GoRoot != "" {
+		goCmd = filepath.Join(b.opts.GoRoot, "bin", "go")
+	}
+	goBin, err := exec.LookPath(goCmd)
+	if err != nil {
+		return fmt.Errorf("no Go installation: %v (put go on PATH or set Options.GoRoot)", err)
+	}
+	out, err := exec.Command(goBin, "env", "GOROOT", "GOMODCACHE", "GOPROXY", "GOSUMDB").Output()
+	if err != nil {
+		return fmt.Errorf("go env: %v", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != 4 {
+		return fmt.Errorf("go env: unexpected output %q", out)
+	}
+	b.goroot = lines[0]
+	if b.opts.GoRoot != "" {
+		b.goroot = b.opts.GoRoot
+	}
+	b.modCache = lines[1]
+	if b.opts.ModCache != "" {
+		b.modCache = b.opts.ModCache
+	}
+	b.hostProxy, b.hostSumDB = lines[2], lines[3]
+	if b.hostProxy == "" || b.hostProxy == "off" {
+		b.hostProxy = "https://proxy.golang.org,direct"
+	}
+	if b.hostSumDB == "" {
+		b.hostSumDB = "sum.golang.org"
+	}
+	if _, err := os.Stat(b.modCache); err != nil {
+		if err := os.MkdirAll(b.modCache, 0o755); err != nil {
+			return fmt.Errorf("module cache %s: %v", b.modCache, err)
+		}
+	}
+	return nil
+}
+
+// findServer resolves the runtime server binary (see Options.ServerPath).
+func (b *Backend) findServer() error {
+	p := b.opts.ServerPath
+	if p == "" {
+		p = os.Getenv("GORUNTIME_SANDBOX_SERVER")
+	}
+	exe, exeErr := os.Executable()
+	if p == "" && exeErr == nil {
+		if cand := filepath.Join(filepath.Dir(exe), "sandbox-server"); isExecutable(cand) {
+			p = cand
+		}
+	}
+	if p == "" {
+		if exeErr != nil {
+			return fmt.Errorf("no runtime server: set Options.ServerPath (%v)", exeErr)
+		}
+		p = exe
+		b.childMode = true
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if !isExecutable(abs) {
+		return fmt.Errorf("runtime server %s is not an executable file (build cmd/sandbox-server or set Options.ServerPath)", abs)
+	}
+	b.server = abs
+	return nil
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// Name returns "local".
+func (b *Backend) Name() string { return "local" }
+
+// StateDir is where sandboxes and the seed cache live.
+func (b *Backend) StateDir() string { return b.opts.StateDir }
+
+// Prepare builds the seed build cache if this machine has none for this Go
+// installation yet (once, about a minute on 2 cores), so that later Opens
+// are fast. Open calls it too.
+func (b *Backend) Prepare(ctx context.Context) error {
+	_, err := b.seed(ctx)
+	return err
+}
+
+func (b *Backend) seed(ctx context.Context) (string, error) {
+	b.seedMu.Lock()
+	defer b.seedMu.Unlock()
+	if b.seedDir != "" {
+		if _, err := os.Stat(filepath.Join(b.seedDir, ".complete")); err == nil {
+			return b.seedDir, nil
+		}
+	}
+	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
+	if err != nil {
+		return "", err
+	}
+	b.seedDir = dir
+	return dir, nil
+}
+
+// Open starts a new sandbox and returns once its runtime server answers.
+// Errors wrap goruntime.ErrUnavailable when the machine cannot run it
+// (cgroups not writable, bubblewrap failing).
+func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
+	return b.open(ctx)
+}
+
+// Attach reconnects to a running sandbox by ID, from this or another
+// process. Errors wrap goruntime.ErrSandboxNotFound when no sandbox with
+// that ID is running.
+func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, error) {
+	return b.attach(ctx, id)
+}
+
+// List returns the IDs of the sandboxes in the state directory, running or
+// not.
+func (b *Backend) List() ([]string, error) {
+	entries, err := os.ReadDir(b.sandboxes)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// validID reports whether id has the shape newID makes, so that it can
+// name a directory safely.
+func validID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil && strings.ToLower(id) == id
+}
+
+// tail returns the last n bytes of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) > n {
+		data = append([]byte("…"), data[len(data)-n:]...)
+	}
+	return string(data)
+}
+
+var errNotRunning = errors.New("not running")

@@ -1,0 +1,207 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Paths inside a sandbox.
+const (
+	appDir     = "/app"          // work directory, writable
+	homeDir    = "/home/sandbox" // HOME, private, writable
+	runDir     = "/run/sandbox"  // holds the server's socket
+	serverBin  = "/.sandbox/server"
+	modCacheRO = "/go/pkg/mod" // the host module cache, read-only
+	sandboxUID = 1000
+	socketName = "server.sock"
+	childEnv   = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
+)
+
+// lifelineScript runs as the sandbox's first process (pid 2, under
+// bubblewrap's init). It starts the server, then blocks reading fd 3, a
+// pipe whose write end only the opening process holds. EOF (the opener
+// closed the sandbox or died) makes it exit, and with it bubblewrap's init
+// and so every process in the sandbox's pid namespace. The line "detach"
+// (Disconnect) makes it let go and live as long as the server.
+const lifelineScript = `"$@" 3<&- &
+srv=$!
+if read -r cmd <&3 && [ "$cmd" = detach ]; then
+	exec 3<&-
+	wait "$srv"
+	exit $?
+fi
+exit 1`
+
+// gateScript runs on the host as the parent of bubblewrap. It waits on fd
+// 4 until the opener has put it in the sandbox's cgroup and set its
+// rlimits, then becomes bubblewrap (same pid), so every sandbox process
+// starts inside the limits.
+const gateScript = `read -r _ <&4 || exit 97
+exec 4<&-
+exec "$@"`
+
+// layout is where one sandbox's directories live on the host.
+type layout struct {
+	dir string // state/sandboxes/<id>
+}
+
+func (l layout) app() string     { return filepath.Join(l.dir, "app") }
+func (l layout) home() string    { return filepath.Join(l.dir, "home") }
+func (l layout) tmp() string     { return filepath.Join(l.dir, "tmp") }
+func (l layout) run() string     { return filepath.Join(l.dir, "run") }
+func (l layout) etc() string     { return filepath.Join(l.dir, "etc") }
+func (l layout) socket() string  { return filepath.Join(l.dir, "run", socketName) }
+func (l layout) meta() string    { return filepath.Join(l.dir, "sandbox.json") }
+func (l layout) log() string     { return filepath.Join(l.dir, "server.log") }
+func (l layout) gocache() string { return filepath.Join(l.dir, "home", ".cache", "go-build") }
+
+// sandboxEnv is the environment of the server and so of every command.
+func (b *Backend) sandboxEnv() []string {
+	o := b.opts
+	procs := o.CPUs
+	if procs > runtime.NumCPU() {
+		procs = runtime.NumCPU()
+	}
+	env := []string{
+		"PATH=" + filepath.Join(b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + homeDir,
+		"USER=sandbox",
+		"LOGNAME=sandbox",
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+		"GOCACHE=" + homeDir + "/.cache/go-build",
+		"GOPATH=" + homeDir + "/go",
+		"GOTOOLCHAIN=local",
+		"GOTELEMETRY=off",
+		"CGO_ENABLED=0",
+		"GOFLAGS=-mod=mod",
+		"GOMAXPROCS=" + strconv.Itoa(procs),
+		"GOMEMLIMIT=" + strconv.FormatInt(o.MemoryBytes/10*9, 10),
+		"SANDBOX_BASE_DIR=" + appDir,
+		"SANDBOX_EXEC_TIMEOUT_SECONDS=" + strconv.FormatFloat(o.ExecTimeout.Seconds(), 'f', -1, 64),
+	}
+	if o.Network {
+		// A private, writable module cache, filled from the host's cache
+		// first and the network second.
+		env = append(env,
+			"GOMODCACHE="+homeDir+"/go/pkg/mod",
+			"GOPROXY=file://"+modCacheRO+"/cache/download,"+b.hostProxy,
+			"GOSUMDB="+b.hostSumDB)
+	} else {
+		env = append(env,
+			"GOMODCACHE="+modCacheRO,
+			"GOPROXY=off",
+			"GOSUMDB=off")
+	}
+	return env
+}
+
+// seedEnv is sandboxEnv as the seed build on the host needs it: the
+// settings that enter action IDs, none of the sandbox paths.
+func (b *Backend) seedEnv() []string {
+	var env []string
+	for _, kv := range b.sandboxEnv() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GOTOOLCHAIN", "GOTELEMETRY", "CGO_ENABLED", "GOFLAGS", "LANG":
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"PATH="+filepath.Join(b.goroot, "bin")+":/usr/local/bin:/usr/bin:/bin",
+		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+b.modCache)
+}
+
+// bwrapArgs builds bubblewrap's command line for a sandbox.
+func (b *Backend) bwrapArgs(l layout) []string {
+	a := []string{
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
+		"--hostname", "sandbox",
+		"--cap-drop", "ALL",
+		"--new-session",
+		"--clearenv",
+	}
+	if !b.opts.Network {
+		a = append(a, "--unshare-net")
+	}
+	for _, kv := range b.sandboxEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	if b.childMode {
+		a = append(a, "--setenv", childEnv, "1")
+	}
+	// The system, read-only: /usr and the top-level links or directories
+	// that point into it on merged-/usr systems.
+	a = append(a, "--ro-bind", "/usr", "/usr")
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
+	if b.opts.Network {
+		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
+	} else {
+		a = append(a, "--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts")
+	}
+	for _, p := range etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	a = append(a,
+		"--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group",
+	)
+	if !strings.HasPrefix(b.goroot, "/usr/") {
+		a = append(a, "--ro-bind", b.goroot, b.goroot)
+	}
+	if b.modCache != "" {
+		a = append(a, "--ro-bind", b.modCache, modCacheRO)
+	} else {
+		a = append(a, "--dir", modCacheRO)
+	}
+	a = append(a,
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--bind", l.app(), appDir,
+		"--bind", l.home(), homeDir,
+		"--bind", l.tmp(), "/tmp",
+		"--bind", l.run(), runDir,
+		"--ro-bind", b.server, serverBin,
+		"--chdir", appDir,
+		"--",
+		"/bin/sh", "-c", lifelineScript, "sandbox-lifeline",
+		serverBin,
+		"--addr", "unix:" + runDir + "/" + socketName,
+		"--base-dir", appDir,
+		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
+	)
+	return a
+}
+
+// writeEtc writes the sandbox's own passwd, group and hosts files.
+func writeEtc(l layout) error {
+	files := map[string]string{
+		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", sandboxUID, sandboxUID, homeDir),
+		"group":  fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", sandboxUID),
+		"hosts":  "127.0.0.1 localhost sandbox\n::1 localhost\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(l.etc(), name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

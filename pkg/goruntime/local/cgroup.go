@@ -1,0 +1,323 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroupGroup is the name of the directory under the caller's own cgroup
+// that holds one cgroup per sandbox. Nesting under our own cgroup keeps
+// whatever limits the caller already runs under.
+const cgroupGroup = "go-runtime-sandbox"
+
+// cgroup is one sandbox's cgroup: a directory per v1 hierarchy (memory,
+// pids, cpu) or a single v2 directory.
+type cgroup struct {
+	V2     bool   `json:"v2"`
+	Memory string `json:"memory"` // v1 memory dir, or the v2 dir
+	Pids   string `json:"pids"`   // v1 pids dir, or the v2 dir
+	CPU    string `json:"cpu"`    // v1 cpu dir, or the v2 dir; may be empty
+}
+
+// cgroupLimits are what a sandbox's cgroup enforces.
+type cgroupLimits struct {
+	MemoryBytes int64
+	Processes   int
+	CPUs        int
+}
+
+// cgroupCounters are the cgroup's limit-hit counters at one moment.
+type cgroupCounters struct {
+	OOMKills int64 // processes the OOM killer killed
+	PidsMax  int64 // forks refused at pids.max
+}
+
+// mountedControllers finds where the cgroup hierarchies are mounted.
+// For v1 it maps controller name to mount point; v2 is the cgroup2 mount.
+func mountedControllers() (v1 map[string]string, v2 string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	v1 = map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+3 >= len(fields)+1 || len(fields) < 5 {
+			continue
+		}
+		fstype, mnt := fields[sep+1], fields[4]
+		switch fstype {
+		case "cgroup2":
+			if v2 == "" {
+				v2 = mnt
+			}
+		case "cgroup":
+			if sep+3 < len(fields) {
+				for _, o := range strings.Split(fields[sep+3], ",") {
+					if o == "memory" || o == "pids" || o == "cpu" {
+						if _, ok := v1[o]; !ok {
+							v1[o] = mnt
+						}
+					}
+				}
+			}
+		}
+	}
+	return v1, v2, sc.Err()
+}
+
+// ownCgroups reads /proc/self/cgroup: controller (or "" for v2) -> path.
+func ownCgroups() (map[string]string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			own[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			own[c] = parts[2]
+		}
+	}
+	return own, nil
+}
+
+// newCgroup creates the cgroup for sandbox id with lim applied. Errors
+// name the fix; callers wrap them with ErrUnavailable.
+func newCgroup(id string, lim cgroupLimits) (*cgroup, error) {
+	v1, v2, err := mountedControllers()
+	if err != nil {
+		return nil, fmt.Errorf("find cgroup mounts: %w", err)
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, fmt.Errorf("read own cgroups: %w", err)
+	}
+	if v1["memory"] != "" && v1["pids"] != "" {
+		return newCgroupV1(id, lim, v1, own)
+	}
+	if v2 != "" {
+		return newCgroupV2(id, lim, v2, own[""])
+	}
+	return nil, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
+}
+
+func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*cgroup, error) {
+	cg := &cgroup{}
+	mk := func(ctrl string) (string, error) {
+		dir := filepath.Join(mounts[ctrl], own[ctrl], cgroupGroup, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("create cgroup v1 %s group %s: %w (the local backend needs write access to the cgroup hierarchies: run as root or delegate %s)", ctrl, dir, err, filepath.Dir(dir))
+		}
+		return dir, nil
+	}
+	var err error
+	if cg.Memory, err = mk("memory"); err != nil {
+		return nil, err
+	}
+	if cg.Pids, err = mk("pids"); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	if mounts["cpu"] != "" {
+		if cg.CPU, err = mk("cpu"); err != nil {
+			cg.remove()
+			return nil, err
+		}
+	}
+	mem := strconv.FormatInt(lim.MemoryBytes, 10)
+	writes := [][2]string{
+		{filepath.Join(cg.Memory, "memory.limit_in_bytes"), mem},
+		{filepath.Join(cg.Pids, "pids.max"), strconv.Itoa(lim.Processes)},
+	}
+	// memsw (RAM+swap) exists only with swap accounting; set it when present
+	// so swapping does not stretch the limit.
+	if _, err := os.Stat(filepath.Join(cg.Memory, "memory.memsw.limit_in_bytes")); err == nil {
+		writes = append(writes, [2]string{filepath.Join(cg.Memory, "memory.memsw.limit_in_bytes"), mem})
+	}
+	if cg.CPU != "" && lim.CPUs > 0 {
+		writes = append(writes,
+			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), "100000"},
+			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)})
+	}
+	for _, w := range writes {
+		if err := os.WriteFile(w[0], []byte(w[1]), 0o644); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("set cgroup limit %s=%s: %w", w[0], w[1], err)
+		}
+	}
+	return cg, nil
+}
+
+func newCgroupV2(id string, lim cgroupLimits, mnt, own string) (*cgroup, error) {
+	parent := filepath.Join(mnt, own, cgroupGroup)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup v2 group %s: %w (run as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes ...)", parent, err)
+	}
+	// Controllers must be enabled in every ancestor's subtree_control; ours
+	// is the last step, the rest is the delegation's job.
+	for _, dir := range []string{filepath.Join(mnt, own), parent} {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
+			return nil, fmt.Errorf("enable cgroup v2 memory, pids and cpu controllers below %s: %w (the caller's cgroup must be delegated and hold no processes itself; e.g. run under systemd-run --scope -p Delegate=yes)", dir, err)
+		}
+	}
+	dir := filepath.Join(parent, id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup v2 %s: %w", dir, err)
+	}
+	cg := &cgroup{V2: true, Memory: dir, Pids: dir, CPU: dir}
+	writes := [][2]string{
+		{"memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
+		{"memory.swap.max", "0"},
+		{"pids.max", strconv.Itoa(lim.Processes)},
+	}
+	if lim.CPUs > 0 {
+		writes = append(writes, [2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)})
+	}
+	for _, w := range writes {
+		p := filepath.Join(dir, w[0])
+		if err := os.WriteFile(p, []byte(w[1]), 0o644); err != nil && !(w[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			cg.remove()
+			return nil, fmt.Errorf("set cgroup limit %s=%s: %w", p, w[1], err)
+		}
+	}
+	return cg, nil
+}
+
+func (cg *cgroup) dirs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range []string{cg.Memory, cg.Pids, cg.CPU} {
+		if d != "" && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// add moves process pid into the sandbox's cgroup(s).
+func (cg *cgroup) add(pid int) error {
+	for _, d := range cg.dirs() {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("move process %d into cgroup %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// procs lists the processes in the sandbox's cgroup.
+func (cg *cgroup) procs() ([]int, error) {
+	data, err := os.ReadFile(filepath.Join(cg.Pids, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids, nil
+}
+
+// counters reads the limit-hit counters.
+func (cg *cgroup) counters() cgroupCounters {
+	var c cgroupCounters
+	if cg.V2 {
+		c.OOMKills = readKey(filepath.Join(cg.Memory, "memory.events"), "oom_kill")
+	} else {
+		c.OOMKills = readKey(filepath.Join(cg.Memory, "memory.oom_control"), "oom_kill")
+	}
+	c.PidsMax = readKey(filepath.Join(cg.Pids, "pids.events"), "max")
+	return c
+}
+
+// readKey returns the number after key in a "key value" per line file, or 0.
+func readKey(path, key string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// kill SIGKILLs every process in the cgroup except those in keep, until
+// none is left (or only keep) or the deadline passes.
+func (cg *cgroup) kill(keep map[int]bool, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		pids, err := cg.procs()
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		left := 0
+		for _, p := range pids {
+			if !keep[p] {
+				left++
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes still in cgroup %s", left, cg.Pids)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// remove kills what is left in the cgroup and deletes its directories.
+func (cg *cgroup) remove() error {
+	err := cg.kill(nil, 5*time.Second)
+	for _, d := range cg.dirs() {
+		var rerr error
+		for i := 0; i < 100; i++ {
+			rerr = os.Remove(d)
+			if rerr == nil || errors.Is(rerr, os.ErrNotExist) {
+				rerr = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // the kernel frees the group after its last task exits
+		}
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("remove cgroup %s: %w", d, rerr)
+		}
+	}
+	return err
+}

@@ -1,0 +1,233 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// client speaks the runtime contract (legacy agent-sandbox routes plus our
+// extensions) to one runtime server over its unix socket.
+type client struct {
+	http *http.Client
+}
+
+func newClient(socket string) *client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:        4,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+	}
+	return &client{http: &http.Client{Transport: tr}}
+}
+
+func (c *client) close() { c.http.CloseIdleConnections() }
+
+const baseURL = "http://sandbox"
+
+// ready reports whether the server answers GET / with 200.
+func (c *client) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readiness: status %s", resp.Status)
+	}
+	return nil
+}
+
+type execRequest struct {
+	Command        string            `json:"command"`
+	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+}
+
+type execResponse struct {
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	ExitCode        int     `json:"exit_code"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	TimedOut        bool    `json:"timed_out"`
+	Signal          int     `json:"signal"`
+	DurationMS      float64 `json:"duration_ms"`
+}
+
+func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*execResponse, error) {
+	body := execRequest{Command: r.Command, Env: r.Env}
+	if r.Timeout > 0 {
+		body.TimeoutSeconds = math.Max(r.Timeout.Seconds(), 0.001)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/execute", bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError("execute", resp)
+	}
+	var out execResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode execute response: %w", err)
+	}
+	return &out, nil
+}
+
+func (c *client) upload(ctx context.Context, name string, r io.Reader) error {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		part, err := mw.CreateFormFile("file", name)
+		if err == nil {
+			_, err = io.Copy(part, r)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/upload", pr)
+	if err != nil {
+		pr.Close()
+		return err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError("upload "+name, resp)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}
+
+func (c *client) download(ctx context.Context, p string) ([]byte, error) {
+	resp, err := c.get(ctx, "/download/", p)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError("read "+p, resp)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+type listEntry struct {
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`
+	Type    string  `json:"type"`
+	ModTime float64 `json:"mod_time"`
+}
+
+func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, error) {
+	resp, err := c.get(ctx, "/list/", p)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError("list "+p, resp)
+	}
+	var entries []listEntry
+	if err := json.NewDecoder(resp.Body).Decode(&entries); err != nil {
+		return nil, fmt.Errorf("decode list %s: %w", p, err)
+	}
+	out := make([]goruntime.FileInfo, 0, len(entries))
+	for _, e := range entries {
+		sec, frac := math.Modf(e.ModTime)
+		out = append(out, goruntime.FileInfo{
+			Name:    e.Name,
+			Size:    e.Size,
+			IsDir:   e.Type == "directory",
+			ModTime: time.Unix(int64(sec), int64(frac*1e9)),
+		})
+	}
+	return out, nil
+}
+
+func (c *client) get(ctx context.Context, route, p string) (*http.Response, error) {
+	u := &url.URL{Scheme: "http", Host: "sandbox", Path: route + p, RawPath: route + pathEscape(p)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.http.Do(req)
+}
+
+// pathEscape escapes each element of a slash-separated path.
+func pathEscape(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+// statusError turns a non-200 answer into an error wrapping the matching
+// goruntime sentinel.
+func statusError(what string, resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := strings.TrimSpace(string(body))
+	var m struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &m) == nil && m.Message != "" {
+		msg = m.Message
+	}
+	var sentinel error
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		sentinel = goruntime.ErrNotExist
+	case http.StatusForbidden:
+		sentinel = goruntime.ErrPathEscape
+	case http.StatusRequestEntityTooLarge:
+		sentinel = goruntime.ErrTooLarge
+	}
+	if sentinel != nil {
+		return fmt.Errorf("%s: %s: %w", what, msg, sentinel)
+	}
+	return fmt.Errorf("%s: server answered %s: %s", what, resp.Status, msg)
+}
+
+// isConnError reports whether err means the server could not be reached.
+func isConnError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}

@@ -1,0 +1,493 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// meta is a sandbox's sandbox.json: what another process needs to attach
+// to it and to tear it down.
+type meta struct {
+	ID        string    `json:"id"`
+	PID       int       `json:"pid"`        // bubblewrap's pid on the host
+	StartTime uint64    `json:"start_time"` // its start time in clock ticks, against pid reuse
+	Keep      []int     `json:"keep"`       // bubblewrap, its init, the lifeline shell, the server
+	Cgroup    cgroup    `json:"cgroup"`
+	Created   time.Time `json:"created"`
+	Network   bool      `json:"network"`
+}
+
+// Sandbox is one local sandbox. It implements goruntime.Sandbox; its
+// methods are safe for concurrent use.
+type Sandbox struct {
+	b    *Backend
+	l    layout
+	meta meta
+	cl   *client
+	keep map[int]bool
+
+	mu       sync.Mutex
+	done     bool     // closed or disconnected
+	lifeline *os.File // write end of the lifeline pipe; nil after Attach
+	exited   chan struct{}
+}
+
+var _ goruntime.Sandbox = (*Sandbox)(nil)
+
+func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
+	seed, err := b.seed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	l := layout{dir: filepath.Join(b.sandboxes, id)}
+	defer func() {
+		if err != nil {
+			_ = removeTree(l.dir)
+		}
+	}()
+	for _, d := range []string{l.app(), l.home(), l.tmp(), l.run(), l.etc()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	if err := writeEtc(l); err != nil {
+		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
+	}
+	if err := populateCache(seed, l.gocache()); err != nil {
+		return nil, err
+	}
+	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
+	if err != nil {
+		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+	}
+	defer func() {
+		if err != nil {
+			_ = cg.remove()
+		}
+	}()
+
+	logf, err := os.OpenFile(l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create server log: %w", err)
+	}
+	defer logf.Close()
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer lifeR.Close()
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		lifeW.Close()
+		return nil, err
+	}
+	defer gateR.Close()
+	defer gateW.Close()
+
+	args := append([]string{"-c", gateScript, "sandbox-gate", b.bwrap}, b.bwrapArgs(l)...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{lifeR, gateR} // fds 3 and 4
+	// Own session: the terminal's signals (Ctrl-C) reach the sandbox only
+	// through the lifeline, so Disconnect can leave it running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		lifeW.Close()
+		return nil, fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	pid := cmd.Process.Pid
+	fail := func(e error) (*Sandbox, error) {
+		lifeW.Close()
+		_ = cmd.Process.Kill()
+		<-exited
+		return nil, e
+	}
+	if err := cg.add(pid); err != nil {
+		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+	}
+	fsize := uint64(b.opts.FileSizeBytes)
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: fsize, Max: fsize}, nil); err != nil {
+		return fail(fmt.Errorf("set file size limit: %w", err))
+	}
+	if _, err := gateW.Write([]byte("go\n")); err != nil {
+		return fail(fmt.Errorf("release bubblewrap: %w", err))
+	}
+
+	s := &Sandbox{b: b, l: l, cl: newClient(l.socket()), lifeline: lifeW, exited: exited}
+	if err := s.waitReady(ctx, exited); err != nil {
+		s.cl.close()
+		return fail(err)
+	}
+	st, _ := procStartTime(pid)
+	s.meta = meta{ID: id, PID: pid, StartTime: st, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network}
+	if procs, err := cg.procs(); err == nil {
+		s.meta.Keep = procs
+	}
+	s.keep = keepSet(s.meta.Keep)
+	protectFromOOM(s.meta.Keep)
+	if err := writeJSON(l.meta(), s.meta); err != nil {
+		s.cl.close()
+		return fail(fmt.Errorf("write sandbox state: %w", err))
+	}
+	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", id, "pid", pid)
+	return s, nil
+}
+
+// waitReady polls the server until it answers, bubblewrap exits, or the
+// start timeout passes.
+func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, s.b.opts.StartTimeout)
+	defer cancel()
+	delay := time.Millisecond
+	for {
+		if _, err := os.Stat(s.l.socket()); err == nil {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			err := s.cl.ready(rctx)
+			rcancel()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			hint := ""
+			if s.b.childMode {
+				hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", s.b.server)
+			}
+			return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s; log: %s: %w",
+				hint, tail(s.l.log(), 1500), goruntime.ErrUnavailable)
+		case <-ctx.Done():
+			hint := ""
+			if s.b.childMode {
+				hint = " (is local.ServeIfChild() the first call in main?)"
+			}
+			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
+				s.b.opts.StartTimeout, hint, tail(s.l.log(), 1500), ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 10*time.Millisecond {
+			delay += time.Millisecond
+		}
+	}
+}
+
+func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("local sandbox %q: not a sandbox ID: %w", id, goruntime.ErrSandboxNotFound)
+	}
+	l := layout{dir: filepath.Join(b.sandboxes, id)}
+	var m meta
+	data, err := os.ReadFile(l.meta())
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, goruntime.ErrSandboxNotFound)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("local sandbox %s: bad state file: %v: %w", id, err, goruntime.ErrSandboxNotFound)
+	}
+	if !alive(m.PID, m.StartTime) {
+		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
+	}
+	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket()), keep: keepSet(m.Keep)}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.cl.ready(rctx); err != nil {
+		s.cl.close()
+		return nil, fmt.Errorf("local sandbox %s: runtime server does not answer: %v: %w", id, err, goruntime.ErrSandboxNotFound)
+	}
+	return s, nil
+}
+
+// ID names the sandbox for Backend.Attach: the name of its state directory.
+func (s *Sandbox) ID() string { return s.meta.ID }
+
+// Dir is the sandbox's state directory on the host; Dir()/app is /app.
+func (s *Sandbox) Dir() string { return s.l.dir }
+
+func (s *Sandbox) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return goruntime.ErrClosed
+	}
+	return nil
+}
+
+// transportErr turns a failed call into ErrSandboxGone when the sandbox
+// has died.
+func (s *Sandbox) transportErr(what string, err error) error {
+	if !alive(s.meta.PID, s.meta.StartTime) {
+		return fmt.Errorf("%s in local sandbox %s: %w (%v)", what, s.meta.ID, goruntime.ErrSandboxGone, err)
+	}
+	return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, err)
+}
+
+// Exec runs a command (see goruntime.Sandbox). It reads the cgroup's
+// limit counters around the call to fill ExecResult.Limit, and after a
+// command that ran into the memory or process limit it kills whatever the
+// command left behind in the sandbox, so the next command starts clean.
+func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	cg := &s.meta.Cgroup
+	before := cg.counters()
+	resp, err := s.cl.exec(ctx, req)
+	if err != nil {
+		return nil, s.transportErr("execute", err)
+	}
+	after := cg.counters()
+	res := &goruntime.ExecResult{
+		Stdout:          resp.Stdout,
+		Stderr:          resp.Stderr,
+		ExitCode:        resp.ExitCode,
+		StdoutTruncated: resp.StdoutTruncated,
+		StderrTruncated: resp.StderrTruncated,
+		TimedOut:        resp.TimedOut,
+		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
+	}
+	switch {
+	case after.OOMKills > before.OOMKills:
+		res.Limit = goruntime.LimitMemory
+	case after.PidsMax > before.PidsMax:
+		res.Limit = goruntime.LimitProcesses
+	case resp.Signal == int(syscall.SIGXFSZ), strings.Contains(resp.Stderr, "file too large"):
+		res.Limit = goruntime.LimitFileSize
+	case resp.StdoutTruncated, resp.StderrTruncated:
+		res.Limit = goruntime.LimitOutput
+	}
+	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
+		if err := cg.kill(s.keep, 5*time.Second); err != nil {
+			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
+		}
+	}
+	if strings.Contains(resp.Stderr, "module lookup disabled by GOPROXY=off") {
+		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
+			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+	}
+	return res, nil
+}
+
+// WriteFile uploads r to /app/name; name must not contain "/".
+func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return fmt.Errorf("write %q: want a plain file name: %w", name, goruntime.ErrPathEscape)
+	}
+	if err := s.cl.upload(ctx, name, r); err != nil {
+		if errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) {
+			return err
+		}
+		return s.transportErr("upload", err)
+	}
+	return nil
+}
+
+// ReadFile returns the content of a file under /app. Errors wrap
+// ErrNotExist or ErrPathEscape.
+func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	data, err := s.cl.download(ctx, path)
+	if err != nil {
+		if errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) {
+			return nil, err
+		}
+		return nil, s.transportErr("read "+path, err)
+	}
+	return data, nil
+}
+
+// List returns the entries of a directory under /app. Errors wrap
+// ErrNotExist or ErrPathEscape.
+func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out, err := s.cl.list(ctx, path)
+	if err != nil {
+		if errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) {
+			return nil, err
+		}
+		return nil, s.transportErr("list "+path, err)
+	}
+	return out, nil
+}
+
+// Close destroys the sandbox: its processes, cgroup and state directory.
+// Calling it again returns nil.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.cl.close()
+	if s.lifeline != nil {
+		s.lifeline.Close() // the lifeline shell exits, and the sandbox with it
+	}
+	var errs []error
+	cg := s.meta.Cgroup
+	if err := cg.remove(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			errs = append(errs, fmt.Errorf("bubblewrap (pid %d) did not exit", s.meta.PID))
+		}
+	} else if alive(s.meta.PID, s.meta.StartTime) {
+		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
+	}
+	if err := removeTree(s.l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close local sandbox %s: %w", s.meta.ID, err)
+	}
+	return nil
+}
+
+// Disconnect leaves the sandbox running for Backend.Attach, from this or
+// another process, and releases this client.
+func (s *Sandbox) Disconnect(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.cl.close()
+	if s.lifeline != nil {
+		_, err := s.lifeline.Write([]byte("detach\n"))
+		s.lifeline.Close()
+		if err != nil {
+			return fmt.Errorf("disconnect local sandbox %s: %w", s.meta.ID, err)
+		}
+	}
+	return nil
+}
+
+// procStartTime reads a process's start time (field 22 of /proc/pid/stat).
+func procStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// alive reports whether pid still runs and is the process that started at
+// start (0: unknown).
+func alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, err := procStartTime(pid)
+	if err != nil {
+		return false
+	}
+	if data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		if i := strings.LastIndexByte(string(data), ')'); i >= 0 && strings.HasPrefix(strings.TrimSpace(string(data[i+1:])), "Z") {
+			return false // a zombie waiting for its parent
+		}
+	}
+	return start == 0 || st == start
+}
+
+func keepSet(pids []int) map[int]bool {
+	m := make(map[int]bool, len(pids))
+	for _, p := range pids {
+		m[p] = true
+	}
+	return m
+}
+
+// protectFromOOM keeps the OOM killer off the processes that hold the
+// sandbox together (bubblewrap, its init, the lifeline shell), so that a
+// memory bomb costs the command, not the sandbox. The server is left
+// alone: commands inherit its setting. Needs CAP_SYS_RESOURCE; without it
+// this does nothing.
+func protectFromOOM(pids []int) {
+	for _, p := range pids {
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			rest, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(rest)
+			// Host-only pid: bubblewrap outside; 1: its init; 2: the lifeline.
+			if len(f) == 1 || f[len(f)-1] == "1" || f[len(f)-1] == "2" {
+				_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
+			}
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// removeTree deletes dir, making read-only directories (which a sandbox
+// may leave, e.g. a module cache) writable first when needed.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The seed build cache: built once per machine, Go installation and
+// settings, on the host and outside any sandbox, by compiling a hello world,
+// a trivial test and the standard packages programs use most. Every new
+// sandbox's GOCACHE starts as a view of it, so a sandbox's first `go run`
+// compiles only the user's code.
+//
+// Keeping the seed read-only to sandboxes: when we run as root, a
+// sandbox's GOCACHE is a tree of hard links to seed files that belong to
+// an unmapped user (nobody) and are mode 0444. A sandbox's processes hold
+// no capabilities outside their user namespace, so they can read those
+// files and unlink or replace their own links, but cannot write, chmod or
+// chown the shared inodes. As an ordinary user we cannot give files away,
+// so the seed is copied instead (slower, same isolation).
+
+// seedOwner is the uid/gid the seed's files are given when we run as root.
+const seedOwner = 65534
+
+// seedMain and seedTest are the programs built to fill the seed.
+const (
+	seedMod  = "module seed\n\ngo 1.24\n"
+	seedMain = `package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"container/heap"
+	"container/list"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"log"
+	"log/slog"
+	"maps"
+	"math"
+	"math/big"
+	mrand "math/rand"
+	rand2 "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"text/template"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+var _ = []any{bufio.NewReader, bytes.NewReader, cmp.Compare[int], heap.Init, list.New,
+	context.Background, md5.New, rand.Read, sha256.New, base64.StdEncoding, csv.NewReader,
+	hex.EncodeToString, json.Marshal, errors.New, flag.Parse, io.Copy, iter.Pull[int], log.Println,
+	slog.Info, maps.Keys[map[int]int], math.Abs, big.NewInt, mrand.Intn, rand2.IntN, http.Get,
+	httptest.NewServer, url.Parse, os.Exit, exec.Command, filepath.Join, regexp.MustCompile,
+	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64),
+	tabwriter.NewWriter, template.New, time.Now, unicode.IsLetter, utf8.RuneLen}
+
+func main() { fmt.Println("hello, world") }
+`
+	seedTest = `package main
+
+import "testing"
+
+func TestSeed(t *testing.T) {
+	if testing.Short() {
+		t.Skip()
+	}
+}
+
+func BenchmarkSeed(b *testing.B) {
+	for b.Loop() {
+	}
+}
+`
+	helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
+)
+
+// seedKey names a seed by what its build depends on.
+func seedKey(goroot string) (string, error) {
+	version, err := os.ReadFile(filepath.Join(goroot, "VERSION"))
+	if err != nil {
+		return "", fmt.Errorf("read Go version: %w", err)
+	}
+	v, _, _ := strings.Cut(string(version), "\n")
+	goBin, err := os.Stat(filepath.Join(goroot, "bin", "go"))
+	if err != nil {
+		return "", fmt.Errorf("find go command: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v1", goroot, v, goBin.Size(), goBin.ModTime().UTC())
+	return v + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// ensureSeed returns the directory of a complete seed build cache for
+// goroot, building it first if needed. Concurrent callers (in this or
+// other processes) wait for one build.
+func ensureSeed(ctx context.Context, stateDir, goroot string, env []string) (string, error) {
+	key, err := seedKey(goroot)
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(stateDir, "seed")
+	dir := filepath.Join(root, key)
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("create seed directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(root, key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("lock seed: %w", err)
+	}
+	defer lock.Close()
+	if err := flockContext(ctx, lock); err != nil {
+		return "", fmt.Errorf("lock seed: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return dir, nil // built while we waited
+	}
+	if err := buildSeed(ctx, root, dir, goroot, env); err != nil {
+		return "", fmt.Errorf("build seed Go build cache for %s: %w", goroot, err)
+	}
+	return dir, nil
+}
+
+func flockContext(ctx context.Context, f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func buildSeed(ctx context.Context, root, dir, goroot string, env []string) error {
+	work, err := os.MkdirTemp(root, "build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	cache := filepath.Join(work, "gocache")
+	src := filepath.Join(work, "src")
+	tmp := filepath.Join(work, "tmp")
+	for _, d := range []string{cache, src, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{"go.mod": seedMod, "main.go": seedMain, "main_test.go": seedTest}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	hello := filepath.Join(work, "hello")
+	if err := os.MkdirAll(hello, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(hello, "main.go"), []byte(helloMain), 0o644); err != nil {
+		return err
+	}
+	// The same environment the sandbox's go command sees, except for
+	// where the caches and temporary files live (which are not part of
+	// any action ID).
+	runEnv := append(append([]string{}, env...),
+		"GOCACHE="+cache, "TMPDIR="+tmp, "HOME="+work, "GOPATH="+filepath.Join(work, "gopath"))
+	goCmd := filepath.Join(goroot, "bin", "go")
+	steps := []struct {
+		dir  string
+		args []string
+	}{
+		{hello, []string{"run", "main.go"}},
+		{src, []string{"build", "-o", filepath.Join(work, "seed.bin"), "."}},
+		{src, []string{"test", "-count=1", "-short", "."}},
+		{src, []string{"vet", "."}},
+	}
+	for _, s := range steps {
+		cmd := exec.CommandContext(ctx, goCmd, s.args...)
+		cmd.Dir = s.dir
+		cmd.Env = runEnv
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %s: %w: %s", strings.Join(s.args, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	// Drop what must stay per sandbox: trim bookkeeping is written fresh.
+	_ = os.Remove(filepath.Join(cache, "trim.txt"))
+	root0 := os.Geteuid() == 0
+	err = filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == cache {
+			return nil // sealed after the rename
+		}
+		mode := os.FileMode(0o444)
+		if d.IsDir() {
+			mode = 0o555
+		}
+		if root0 {
+			if err := os.Lchown(p, seedOwner, seedOwner); err != nil {
+				return err
+			}
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		return fmt.Errorf("seal seed: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Rename(cache, dir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o444); err != nil {
+		return err
+	}
+	if root0 {
+		if err := os.Chown(dir, seedOwner, seedOwner); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dir, 0o555)
+}
+
+// populateCache fills dst (a sandbox's empty GOCACHE) from the seed:
+// hard links when running as root, copies otherwise (see the package
+// comment on the seed).
+func populateCache(seed, dst string) error {
+	link := os.Geteuid() == 0
+	err := filepath.WalkDir(seed, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(seed, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if rel == "." {
+				return os.MkdirAll(target, 0o755)
+			}
+			return os.Mkdir(target, 0o755)
+		}
+		if rel == ".complete" {
+			return nil
+		}
+		if link {
+			if err := os.Link(p, target); err == nil {
+				return nil
+			} else if !errors.Is(err, syscall.EXDEV) {
+				return err
+			}
+		}
+		return copyFile(p, target)
+	})
+	if err != nil {
+		return fmt.Errorf("seed build cache %s: %w", dst, err)
+	}
+	// Go trims its cache when trim.txt is older than a day; a fresh stamp
+	// keeps a new sandbox from trimming (and so losing) the seed at once.
+	stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+	if err := os.WriteFile(filepath.Join(dst, "trim.txt"), []byte(stamp), 0o644); err != nil {
+		return fmt.Errorf("seed build cache %s: %w", dst, err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
