@@ -67,6 +67,23 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives server logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Children, when set, hears of every command the server starts. A
+	// process that also reaps orphans (the runtime server as PID 1 or as a
+	// child subreaper) must set it, or its reaper could collect a
+	// command's exit status before this server waits for it (the command
+	// would then report exit code -1).
+	Children ChildTracker
+}
+
+// ChildTracker is a process-wide orphan reaper's view of the children this
+// server starts and waits for itself.
+type ChildTracker interface {
+	// Starting is called just before a command is started. Until the
+	// returned func is called, with the child's pid or with 0 when nothing
+	// was started, reaping must wait.
+	Starting() (started func(pid int))
+	// Exited is called after the server has waited for pid.
+	Exited(pid int)
 }
 
 // ConfigFromEnv fills GRPCAddr and RESTAddr from flag values, falling back

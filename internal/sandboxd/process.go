@@ -28,6 +28,7 @@ type processService struct {
 	*server.ProcessServer
 	registry *processmanager.ProcessRegistry
 	env      map[string]string
+	children ChildTracker // may be nil
 
 	// active counts Start calls in progress, so shutdown can stop waiting
 	// as soon as the last command is gone.
@@ -36,12 +37,13 @@ type processService struct {
 	idle   chan struct{} // closed and replaced whenever active drops to 0
 }
 
-func newProcessService(rootDir string, chunk int, env map[string]string) *processService {
+func newProcessService(rootDir string, chunk int, env map[string]string, children ChildTracker) *processService {
 	reg := processmanager.NewProcessRegistry()
 	return &processService{
 		ProcessServer: server.NewProcessServer(rootDir, reg, chunk),
 		registry:      reg,
 		env:           env,
+		children:      children,
 		idle:          make(chan struct{}),
 	}
 }
@@ -72,6 +74,27 @@ func (p *processService) start(req *processv1.StartRequest, stream processv1.Pro
 		stop:                       make(chan struct{}),
 	}
 	defer close(w.stop)
+	if p.children != nil {
+		// Upstream starts the child and registers it before it sends the
+		// InitEvent, so the pid is known by the first Send.
+		var once sync.Once
+		started := p.children.Starting()
+		pid := 0
+		w.onStarted = func(proc *processmanager.ManagedProcess) {
+			once.Do(func() {
+				if proc != nil && proc.Cmd != nil && proc.Cmd.Process != nil {
+					pid = proc.Cmd.Process.Pid
+				}
+				started(pid)
+			})
+		}
+		defer func() {
+			w.onStarted(nil) // nothing started, or InitEvent never sent
+			if pid > 0 {
+				p.children.Exited(pid)
+			}
+		}()
+	}
 	return p.ProcessServer.Start(p.withEnv(req), w)
 }
 
@@ -134,15 +157,22 @@ type watchedStream struct {
 	processv1.ProcessService_StartServer
 	registry *processmanager.ProcessRegistry
 	onInit   func(*processmanager.ManagedProcess)
-	stop     chan struct{} // closed when Start returns
-	proc     *processmanager.ManagedProcess
+	// onStarted, if set, is called first on InitEvent (or with nil when
+	// the process is not found).
+	onStarted func(*processmanager.ManagedProcess)
+	stop      chan struct{} // closed when Start returns
+	proc      *processmanager.ManagedProcess
 }
 
 func (w *watchedStream) Send(ev *processv1.StartResponse) error {
 	switch e := ev.GetEvent().(type) {
 	case *processv1.StartResponse_Init:
 		// Upstream registers the process before sending InitEvent.
-		if proc, ok := w.registry.Get(e.Init.GetProcessId()); ok {
+		proc, ok := w.registry.Get(e.Init.GetProcessId())
+		if w.onStarted != nil {
+			w.onStarted(proc)
+		}
+		if ok {
 			w.proc = proc
 			if w.onInit != nil {
 				w.onInit(proc)

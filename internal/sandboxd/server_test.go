@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,5 +429,56 @@ func TestConfigFromEnv(t *testing.T) {
 	g, r = ConfigFromEnv("", "", func(string) string { return "" })
 	if g != "" || r != "" {
 		t.Fatalf("unset = %q %q, want off", g, r)
+	}
+}
+
+// recordingTracker records the ChildTracker calls it gets.
+type recordingTracker struct {
+	mu      sync.Mutex
+	holding int
+	started []int
+	exited  []int
+}
+
+func (r *recordingTracker) Starting() func(int) {
+	r.mu.Lock()
+	r.holding++
+	r.mu.Unlock()
+	return func(pid int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.holding--
+		r.started = append(r.started, pid)
+	}
+}
+
+func (r *recordingTracker) Exited(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exited = append(r.exited, pid)
+}
+
+func TestChildTrackerHearsOfEveryCommand(t *testing.T) {
+	tr := &recordingTracker{}
+	_, client := startServer(t, Config{Children: tr})
+	ctx := context.Background()
+	res, err := client.Execute(ctx, &processv1.ExecuteRequest{Config: sh("echo $$")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("pid output %q: %v", res.Stdout, err)
+	}
+	if _, err := client.Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"/no/such/binary"}}}); err == nil {
+		t.Fatal("missing binary ran")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.holding != 0 {
+		t.Errorf("%d Starting calls never released", tr.holding)
+	}
+	if fmt.Sprint(tr.started) != fmt.Sprint([]int{pid, 0}) || fmt.Sprint(tr.exited) != fmt.Sprint([]int{pid}) {
+		t.Fatalf("started %v exited %v; want started [%d 0] exited [%d]", tr.started, tr.exited, pid, pid)
 	}
 }
