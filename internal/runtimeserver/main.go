@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxd"
 )
 
 // setting is one flag with its environment fallback.
@@ -39,6 +41,8 @@ func settingsTable() []setting {
 		{"reap", "SANDBOX_REAP", "true", "reap orphaned processes: as PID 1, or else as a child subreaper (PR_SET_CHILD_SUBREAPER)"},
 		{"shutdown-timeout", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "10", "seconds to wait for in-flight requests after SIGTERM (running commands are killed at once)"},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "log level: debug, info, warn or error (JSON lines on stderr)"},
+		{"grpc-addr", sandboxd.EnvGRPCAddr, "", "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)"},
+		{"rest-addr", sandboxd.EnvRESTAddr, "", "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off"},
 	}
 }
 
@@ -121,6 +125,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	reapCtx, stopReap := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReap()
 	go srv.Run(reapCtx)
+	grpcAddr, _ := raw("grpc-addr")
+	restAddr, _ := raw("rest-addr")
+	sbd, err := srv.startSandboxd(ctx, grpcAddr, restAddr, log)
+	if err != nil {
+		log.Error("sandbox-server: cannot serve the sandboxd API", "err", err)
+		return 1
+	}
+	if sbd != nil {
+		defer sbd.Close()
+	}
 
 	reqCtx, stopRequests := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRequests(nil)
