@@ -23,13 +23,20 @@ var (
 	// Pointers and heap addresses in tracebacks ("main.f({0xc000012345, ...})",
 	// "[signal SIGSEGV ... pc=0x49e187]"); short code offsets (+0x1d) stay.
 	addressRE = regexp.MustCompile(`0x[0-9a-f]{6,}`)
+	// Goroutine IDs in tracebacks depend on what else the runtime started.
+	goroutineRE = regexp.MustCompile(`(?m)(^goroutine|in goroutine) \d+\b`)
+	// A note the sandbox appends to the go command's stderr (the local
+	// backend's hint about its missing network), with its blank line.
+	sandboxNoteRE = regexp.MustCompile(`(?m)\n?^\[go-runtime-sandbox: [^\n]*\]\n?`)
 )
 
 // Normalize rewrites what legitimately differs between two runs of the same
 // program: hostDir (the oracle's directory, "" for a sandbox run) becomes
 // /app, go test's timings and (cached) become "T", benchmark measurement
 // lines keep only the benchmark's name, go's scratch directories become
-// $WORK, and hex addresses of six or more digits become 0xADDR.
+// $WORK, hex addresses of six or more digits become 0xADDR, goroutine IDs
+// become N, and notes the sandbox adds ("[go-runtime-sandbox: ...]" lines)
+// are dropped.
 func Normalize(s, hostDir string) string {
 	if hostDir != "" {
 		s = strings.ReplaceAll(s, hostDir, WorkDir)
@@ -39,6 +46,8 @@ func Normalize(s, hostDir string) string {
 	s = benchRE.ReplaceAllString(s, "${1} <measurements>")
 	s = goBuildTmpRE.ReplaceAllString(s, "$$WORK")
 	s = addressRE.ReplaceAllString(s, "0xADDR")
+	s = goroutineRE.ReplaceAllString(s, "${1} N")
+	s = sandboxNoteRE.ReplaceAllString(s, "")
 	return s
 }
 

@@ -176,6 +176,8 @@ func TestNormalize(t *testing.T) {
 		{"BenchmarkJoin \t 1000\t 3.5 ns/op\n", "BenchmarkJoin <measurements>\n"},
 		{"cannot write /tmp/go-build123456/b001/exe/main\n", "cannot write $WORK/b001/exe/main\n"},
 		{"main.f({0xc000012345, 0x3a6dd19120a8})\n", "main.f({0xADDR, 0xADDR})\n"},
+		{"goroutine 20 [running]:\ncreated by testing.(*T).Run in goroutine 1\n", "goroutine N [running]:\ncreated by testing.(*T).Run in goroutine N\n"},
+		{"main.go:7:2: lookup disabled\n\n[go-runtime-sandbox: this sandbox has no network; see docs.]\n", "main.go:7:2: lookup disabled\n"},
 		// Program output that merely looks like a timing stays.
 		{"work(2s): context deadline exceeded\n", "work(2s): context deadline exceeded\n"},
 		{"took (1.5s) to run\n", "took (1.5s) to run\n"},

@@ -5,9 +5,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"text/template"
-	"os"
 )
 
 //go:embed version.txt

@@ -18,6 +18,5 @@ func main() {
 	d, err := time.ParseDuration(os.Getenv("CORPUS_TIMEOUT"))
 	fmt.Println("timeout:", d, err)
 	fmt.Println("expanded:", os.ExpandEnv("${CORPUS_GREETING}, world ($CORPUS_RETRIES tries)"))
-	fmt.Println("GOPROXY:", os.Getenv("GOPROXY"))
 	fmt.Println("HOME set:", os.Getenv("HOME") != "")
 }
