@@ -1,0 +1,237 @@
+package agentsandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// maxUpload is the SDK's default MaxUploadSize (Write buffers the whole
+// file in memory).
+const maxUpload = 256 << 20
+
+// Sandbox is one claimed sandbox. Its methods are safe for concurrent use.
+type Sandbox struct {
+	b  *Backend
+	sb *sandbox.Sandbox
+	id string
+
+	mu   sync.Mutex
+	done bool // closed or disconnected
+}
+
+var _ goruntime.Sandbox = (*Sandbox)(nil)
+
+// ID returns the SandboxClaim's name, for Backend.Attach.
+func (s *Sandbox) ID() string { return s.id }
+
+// PodName returns the name of the sandbox's pod.
+func (s *Sandbox) PodName() string { return s.sb.PodName() }
+
+func (s *Sandbox) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return fmt.Errorf("sandbox %s: %w", s.id, goruntime.ErrClosed)
+	}
+	return nil
+}
+
+// Exec runs req.Command with /bin/sh -c in /app. Env and Timeout are
+// applied by wrapping the command (see wrapCommand): a command killed by
+// its Timeout reports ExitCode 124 and TimedOut. req.Timeout over
+// Options.MaxExecTimeout, bad Env names and NUL bytes are refused before
+// anything is sent. The call's context deadline becomes Timeout plus a
+// grace (or the caller's, if sooner).
+func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit := s.b.opts.MaxExecTimeout; req.Timeout > limit {
+		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout, --max-exec-timeout)", req.Timeout, limit)
+	}
+	cmd, err := wrapCommand(req.Command, req.Env, req.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
+	}
+	var opts []sandbox.CallOption
+	if req.Timeout > 0 {
+		opts = append(opts, sandbox.WithTimeout(req.Timeout+execGrace))
+	}
+	start := time.Now()
+	res, err := s.sb.Run(ctx, cmd, opts...)
+	if err != nil {
+		return nil, s.explain("exec", err)
+	}
+	out := &goruntime.ExecResult{
+		Stdout:   res.Stdout,
+		Stderr:   res.Stderr,
+		ExitCode: res.ExitCode,
+		Duration: time.Since(start),
+	}
+	if req.Timeout > 0 {
+		if hit, stderr := timedOut(res.ExitCode, res.Stderr); hit {
+			out.TimedOut, out.ExitCode, out.Stderr = true, 124, stderr
+		}
+	}
+	return out, nil
+}
+
+// WriteFile uploads r as /app/name. name must be a plain file name (no
+// "/", not "." or ".."), else the error wraps goruntime.ErrPathEscape;
+// content over 256 MiB wraps goruntime.ErrTooLarge.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("write %q: not a plain file name: %w", name, goruntime.ErrPathEscape)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxUpload+1))
+	if err != nil {
+		return fmt.Errorf("write %s: read content: %w", name, err)
+	}
+	if len(data) > maxUpload {
+		return fmt.Errorf("write %s: content over %d bytes: %w", name, maxUpload, goruntime.ErrTooLarge)
+	}
+	if err := s.sb.Write(ctx, name, data); err != nil {
+		return s.explain("write "+name, err)
+	}
+	return nil
+}
+
+// ReadFile returns /app/p. Errors wrap goruntime.ErrNotExist when it is
+// missing and goruntime.ErrPathEscape when p is absolute, has "..", or the
+// server refuses it.
+func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkPath(p); err != nil {
+		return nil, fmt.Errorf("read %q: %w", p, err)
+	}
+	data, err := s.sb.Read(ctx, p)
+	if err != nil {
+		return nil, s.explain("read "+p, err)
+	}
+	return data, nil
+}
+
+// List returns the entries of directory p under /app ("." for /app).
+// Errors wrap goruntime.ErrNotExist when p is missing or not a directory.
+func (s *Sandbox) List(ctx context.Context, p string) ([]goruntime.FileInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if p == "" {
+		p = "."
+	}
+	if err := checkPath(p); err != nil {
+		return nil, fmt.Errorf("list %q: %w", p, err)
+	}
+	entries, err := s.sb.List(ctx, p)
+	if err != nil {
+		return nil, s.explain("list "+p, err)
+	}
+	out := make([]goruntime.FileInfo, 0, len(entries))
+	for _, e := range entries {
+		sec, frac := math.Modf(e.ModTime)
+		out = append(out, goruntime.FileInfo{
+			Name:    e.Name,
+			Size:    e.Size,
+			IsDir:   e.Type == sandbox.FileTypeDirectory,
+			ModTime: time.Unix(int64(sec), int64(frac*1e9)),
+		})
+	}
+	return out, nil
+}
+
+// Close deletes the claim (the controller then deletes the pod). Closing
+// again, or after Disconnect, returns nil.
+func (s *Sandbox) Close(ctx context.Context) error {
+	if !s.finish() {
+		return nil
+	}
+	if err := s.sb.Close(ctx); err != nil {
+		return fmt.Errorf("delete claim %s/%s: %w", s.b.opts.Namespace, s.id, err)
+	}
+	return nil
+}
+
+// Disconnect closes the connection and keeps the claim, for a later
+// Backend.Attach(ID()). Calling it again, or after Close, returns nil.
+func (s *Sandbox) Disconnect(ctx context.Context) error {
+	if !s.finish() {
+		return nil
+	}
+	if err := s.sb.Disconnect(ctx); err != nil {
+		return fmt.Errorf("disconnect from claim %s/%s: %w", s.b.opts.Namespace, s.id, err)
+	}
+	return nil
+}
+
+// finish marks the sandbox done; it reports false if it already was.
+func (s *Sandbox) finish() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return false
+	}
+	s.done = true
+	s.b.release(s.id)
+	return true
+}
+
+// checkPath refuses paths that leave /app before they are sent.
+func checkPath(p string) error {
+	if strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return goruntime.ErrPathEscape
+	}
+	for _, el := range strings.Split(path.Clean(p), "/") {
+		if el == ".." {
+			return goruntime.ErrPathEscape
+		}
+	}
+	return nil
+}
+
+// explain maps an SDK error from a call on a ready sandbox to our
+// sentinels, keeping the SDK's: HTTP 404 -> ErrNotExist, 403 ->
+// ErrPathEscape, 413 -> ErrTooLarge, a lost port-forward or a closed
+// connection -> ErrSandboxGone; a 502 from the router gets a hint.
+func (s *Sandbox) explain(op string, err error) error {
+	err = fmt.Errorf("%s in sandbox %s: %w", op, s.id, err)
+	var he *sandbox.HTTPError
+	if errors.As(err, &he) {
+		switch he.StatusCode {
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %w", goruntime.ErrNotExist, err)
+		case http.StatusForbidden:
+			return fmt.Errorf("%w: %w", goruntime.ErrPathEscape, err)
+		case http.StatusRequestEntityTooLarge:
+			return fmt.Errorf("%w: %w", goruntime.ErrTooLarge, err)
+		case http.StatusBadGateway:
+			return fmt.Errorf("the router could not reach the sandbox pod (deleted, not listening on 8888, or blocked by a NetworkPolicy; see docs/kubernetes.md#502-from-the-router): %w", err)
+		}
+	}
+	switch {
+	case errors.Is(err, sandbox.ErrPortForwardDied):
+		return fmt.Errorf("%w (port-forward to the router died; Attach again): %w", err, goruntime.ErrSandboxGone)
+	case errors.Is(err, sandbox.ErrNotReady):
+		return fmt.Errorf("%w: %w", err, goruntime.ErrSandboxGone)
+	case errors.Is(err, sandbox.ErrRetriesExhausted) && strings.Contains(err.Error(), "status 502"):
+		return fmt.Errorf("the router could not reach the sandbox pod (see docs/kubernetes.md#502-from-the-router): %w", err)
+	}
+	return err
+}
