@@ -167,21 +167,22 @@ func (p *pool) closeSession(ctx context.Context, s *slot, why string) {
 
 // drop forgets the slot of an MCP session that ended and closes its
 // sandbox once the call in flight (if any) returns.
+// The slot stays in the pool until its sandbox is closed, so that Close
+// waits for it.
 func (p *pool) drop(key string, s *slot) {
+	s.turn <- struct{}{}
+	defer func() { <-s.turn }()
+	if !s.gone {
+		s.gone = true
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpenTimeout)
+		defer cancel()
+		p.closeSession(ctx, s, "mcp session ended")
+	}
 	p.mu.Lock()
 	if p.slots[key] == s {
 		delete(p.slots, key)
 	}
 	p.mu.Unlock()
-	s.turn <- struct{}{}
-	defer func() { <-s.turn }()
-	if s.gone {
-		return
-	}
-	s.gone = true
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpenTimeout)
-	defer cancel()
-	p.closeSession(ctx, s, "mcp session ended")
 }
 
 // reap closes the sandboxes of slots idle for longer than ttl whose turn is

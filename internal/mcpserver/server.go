@@ -162,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 		Version: cfg.Version,
 	}, &mcp.ServerOptions{
 		Instructions:              instructions,
-		Logger:                    cfg.Logger,
+		Logger:                    sdkLogger(cfg.Logger),
 		SupportedProtocolVersions: protocolVersions(),
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
@@ -202,7 +202,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		timeout = s.cfg.IdleTTL
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: s.log}), nil
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLogger(s.log)}), nil
 }
 
 // ServeHTTP serves Streamable HTTP on ln (at path /mcp and /) until ctx is
@@ -260,3 +260,35 @@ func (s *Server) Reap(ctx context.Context, ttl time.Duration) int {
 
 // OpenSandboxes reports how many sandboxes the server holds open.
 func (s *Server) OpenSandboxes() int { return s.pool.openCount() }
+
+// sdkLogger is the logger handed to the MCP SDK, which logs every session
+// start and end at info: those show at debug level, SDK warnings and
+// errors always.
+func sdkLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(quietHandler{l.Handler()})
+}
+
+// quietHandler demotes info records to debug.
+type quietHandler struct{ slog.Handler }
+
+func (h quietHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	if level == slog.LevelInfo {
+		level = slog.LevelDebug
+	}
+	return h.Handler.Enabled(ctx, level)
+}
+
+func (h quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quietHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.Handler.WithGroup(name)}
+}

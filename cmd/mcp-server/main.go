@@ -1,0 +1,170 @@
+// Command mcp-server serves go-runtime-sandbox to MCP clients (Claude
+// Code, Cursor, Gemini CLI, ...): the tool run_go_code builds, runs and
+// tests Go code in an isolated sandbox, beside read_file, list_files and
+// reset_sandbox. docs/mcp.md shows how to configure clients.
+//
+// Over stdio (the default) one sandbox serves the whole process; with
+// --http=ADDR each MCP session over Streamable HTTP gets its own.
+// Logs go to stderr; over stdio, stdout carries protocol frames only.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/backendflag"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+func main() {
+	local.ServeIfChild()
+	// Over stdio, stdout belongs to the protocol: anything else that writes
+	// to os.Stdout (a stray print, a library) goes to stderr instead.
+	protocol := os.Stdout
+	os.Stdout = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, protocol, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// version is the main module's version from the build info ("dev" for a
+// build from a work tree).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		httpAddr    = fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio; one sandbox per MCP session")
+		claim       = fs.String("claim", "", "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) instead of opening a new one")
+		persistent  = fs.Bool("persistent", false, "stdio: leave the sandbox running on exit and log its ID for --claim")
+		ephemeral   = fs.Bool("ephemeral", false, "empty /app before every run_go_code call (build and module caches stay)")
+		openTimeout = fs.Duration("open-timeout", 2*time.Minute, "how long to wait for a sandbox to start (the local backend's first start also builds its seed build cache)")
+		timeout     = fs.Duration("timeout", 60*time.Second, "a command's time limit when the call gives no timeout_seconds")
+		maxTimeout  = fs.Duration("max-timeout", 10*time.Minute, "the largest timeout_seconds a call may ask for")
+		idleTTL     = fs.Duration("idle-ttl", 30*time.Minute, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
+		maxSB       = fs.Int("max-sandboxes", 16, "http: most sandboxes open at once across sessions (0: no limit)")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
+		showVersion = fs.Bool("version", false, "print the version and exit")
+	)
+	bf := backendflag.Register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mcp-server: unexpected arguments %q (flags only; see -h)\n", fs.Args())
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stderr, "mcp-server", version())
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "mcp-server: --log-level=%q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := mcpserver.Config{
+		Logger:         log,
+		Version:        version(),
+		OpenTimeout:    *openTimeout,
+		DefaultTimeout: *timeout,
+		MaxTimeout:     *maxTimeout,
+		Ephemeral:      *ephemeral,
+		Claim:          *claim,
+		Persistent:     *persistent,
+		IdleTTL:        *idleTTL,
+		MaxSandboxes:   *maxSB,
+	}
+	if err := checkFlags(cfg, *httpAddr); err != nil {
+		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
+		return 2
+	}
+	if cfg.IdleTTL == 0 {
+		cfg.IdleTTL = -1 // Config: negative means never
+	}
+	if cfg.MaxSandboxes == 0 {
+		cfg.MaxSandboxes = -1
+	}
+
+	backend, err := bf.New(ctx, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
+		return 1
+	}
+	cfg.Backend = backend
+	srv, err := mcpserver.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
+		return 2
+	}
+
+	if *httpAddr == "" {
+		log.Info("serving MCP over stdio", "backend", backend.Name(), "version", version())
+		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
+			log.Error("stdio server", "err", err)
+			return 1
+		}
+		return 0
+	}
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-server: --http=%s: %v\n", *httpAddr, err)
+		return 1
+	}
+	if err := srv.ServeHTTP(ctx, ln); err != nil {
+		log.Error("http server", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// checkFlags refuses flag combinations that cannot work, before any
+// backend is built.
+func checkFlags(cfg mcpserver.Config, httpAddr string) error {
+	switch {
+	case httpAddr != "" && cfg.Claim != "":
+		return fmt.Errorf("--claim works over stdio only: with --http each MCP session gets its own sandbox")
+	case httpAddr != "" && cfg.Persistent:
+		return fmt.Errorf("--persistent works over stdio only: HTTP sandboxes end with their MCP session")
+	case strings.TrimSpace(cfg.Claim) != cfg.Claim:
+		return fmt.Errorf("--claim=%q: the ID has surrounding spaces", cfg.Claim)
+	case cfg.OpenTimeout <= 0:
+		return fmt.Errorf("--open-timeout=%s: must be positive", cfg.OpenTimeout)
+	case cfg.DefaultTimeout <= 0:
+		return fmt.Errorf("--timeout=%s: must be positive", cfg.DefaultTimeout)
+	case cfg.MaxTimeout < cfg.DefaultTimeout:
+		return fmt.Errorf("--max-timeout=%s is below --timeout=%s", cfg.MaxTimeout, cfg.DefaultTimeout)
+	case cfg.IdleTTL < 0:
+		return fmt.Errorf("--idle-ttl=%s: must not be negative (0 means never)", cfg.IdleTTL)
+	case cfg.MaxSandboxes < 0:
+		return fmt.Errorf("--max-sandboxes=%d: must not be negative (0 means no limit)", cfg.MaxSandboxes)
+	}
+	return nil
+}

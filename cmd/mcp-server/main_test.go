@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// These tests build the mcp-server binary once and drive it the way MCP
+// clients do, with the official SDK client: over stdio (the client spawns
+// the binary) and over Streamable HTTP, against the real local backend
+// (bubblewrap). The binary has no sandbox-server next to it, so the local
+// backend re-executes it as the runtime server inside bubblewrap.
+
+// serverBin is the built binary, set by TestMain.
+var serverBin string
+
+func TestMain(m *testing.M) {
+	// The benchmark's in-process local backend points ServerPath at the
+	// built binary, but keep the hook so this test binary is never served
+	// half-started if it gets re-executed.
+	local.ServeIfChild()
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "mcp-server-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	serverBin = filepath.Join(dir, "mcp-server")
+	out, err := exec.Command("go", "build", "-o", serverBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build mcp-server: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// requireBwrap fails the test with the fix when bubblewrap is missing.
+func requireBwrap(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bubblewrap (bwrap) is not installed: the local backend needs it; run scripts/install-deps.sh")
+	}
+}
+
+// logSink collects a server's stderr for the test log on failure.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func runScenarios(t *testing.T, target smoke.Target, logs *logSink) {
+	for _, sc := range smoke.Scenarios() {
+		if sc.HTTPOnly && !target.SharedServer {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			if err := sc.Run(ctx, target); err != nil {
+				t.Errorf("%s over %s: %v\nserver log:\n%s", sc.Name, target.Name, err, tail(logs.String(), 4000))
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func TestStdio(t *testing.T) {
+	requireBwrap(t)
+	logs := &logSink{}
+	runScenarios(t, smoke.StdioTarget(serverBin, []string{"--log-level=debug"}, logs), logs)
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	requireBwrap(t)
+	logs := &logSink{}
+	srv, err := smoke.StartHTTP(context.Background(), serverBin, []string{"--log-level=debug"}, logs)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	runScenarios(t, srv.Target(), logs)
+	if err := srv.Stop(); err != nil {
+		t.Errorf("stop: %v\n%s", err, tail(logs.String(), 4000))
+	}
+	// Every sandbox was closed: when sessions ended or at shutdown.
+	opened, closed := strings.Count(logs.String(), "sandbox ready"), strings.Count(logs.String(), "sandbox closed")
+	if opened == 0 || opened != closed {
+		t.Errorf("%d sandboxes opened, %d closed", opened, closed)
+	}
+}
+
+// TestStdoutCarriesOnlyProtocol checks that over stdio every line the
+// binary writes to stdout is a JSON-RPC frame, logs included at debug
+// level going to stderr.
+func TestStdoutCarriesOnlyProtocol(t *testing.T) {
+	requireBwrap(t)
+	cmd := exec.Command(serverBin, "--log-level=debug")
+	var stderr logSink
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	// exchange writes frames and, when want > 0, reads that many lines,
+	// each of which must be a JSON-RPC frame.
+	exchange := func(want int, frames ...string) []string {
+		t.Helper()
+		for _, f := range frames {
+			if _, err := io.WriteString(stdin, f+"\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for len(got) < want && lines.Scan() {
+			l := lines.Text()
+			if !strings.HasPrefix(l, `{"jsonrpc":"2.0"`) {
+				t.Fatalf("stdout line is not a JSON-RPC frame: %q\nstderr:\n%s", l, stderr.String())
+			}
+			got = append(got, l)
+		}
+		if len(got) < want {
+			t.Fatalf("stdout ended after %d frames: %v\nstderr:\n%s", len(got), lines.Err(), stderr.String())
+		}
+		return got
+	}
+	exchange(1, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	exchange(0, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	got := exchange(1, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_go_code","arguments":{"command":"echo hi; echo oops >&2"}}}`)
+	if !strings.Contains(got[0], `hi\n`) || strings.Contains(got[0], `"isError":true`) {
+		t.Fatalf("tools/call response: %s", got[0])
+	}
+	stdin.Close()
+	if lines.Scan() {
+		t.Fatalf("unexpected stdout after the last response: %q", lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("mcp-server exit: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "sandbox ready") || !strings.Contains(stderr.String(), "sandbox closed") {
+		t.Fatalf("no sandbox logs on stderr:\n%s", stderr.String())
+	}
+}
+
+func TestBadFlagsAreRefused(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http=127.0.0.1:0", "--claim=abc"}, "--claim works over stdio only"},
+		{[]string{"--http=127.0.0.1:0", "--persistent"}, "--persistent works over stdio only"},
+		{[]string{"--backend=docker"}, `--backend="docker": want "local" or "agent-sandbox"`},
+		{[]string{"--timeout=2m", "--max-timeout=1m"}, "--max-timeout=1m0s is below --timeout=2m0s"},
+		{[]string{"--open-timeout=0s"}, "--open-timeout=0s: must be positive"},
+		{[]string{"--log-level=loud"}, "--log-level"},
+		{[]string{"stray"}, "unexpected arguments"},
+		{[]string{"--memory-mb=0"}, "--memory-mb=0: must be positive"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(serverBin, c.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Stdin = strings.NewReader("")
+		err := cmd.Run()
+		if err == nil || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: want failure mentioning %q, got err=%v stderr=%q", c.args, c.want, err, stderr.String())
+		}
+	}
+}
+
+// BenchmarkHelloWorld compares a warm hello-world run through the
+// library (Session.Execute on the local backend, in process) with the same
+// request through the built mcp-server over stdio (run_go_code). Both use
+// one warm sandbox and the same files and command; compare their ns/op.
+func BenchmarkHelloWorld(b *testing.B) {
+	requireBwrap(b)
+	ctx := context.Background()
+	const command = "go run main.go"
+	b.Run("library", func(b *testing.B) {
+		backend, err := local.New(local.Options{ServerPath: serverBin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sess, err := goruntime.Open(ctx, backend, goruntime.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sess.Close(ctx)
+		var files []goruntime.File
+		for p, c := range smoke.HelloFiles() {
+			files = append(files, goruntime.File{Path: p, Data: []byte(c)})
+		}
+		run := func() {
+			res, err := sess.Execute(ctx, goruntime.Request{Files: files, Command: command})
+			if err != nil || res.ExitCode != 0 || res.Stdout != "hello, world\n" {
+				b.Fatalf("Execute: %v %+v", err, res)
+			}
+		}
+		run() // warm the build cache and the sandbox
+		b.ResetTimer()
+		for b.Loop() {
+			run()
+		}
+	})
+	b.Run("mcp-stdio", func(b *testing.B) {
+		logs := &logSink{}
+		cmd := exec.Command(serverBin)
+		cmd.Stderr = logs
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
+			Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		run := func() {
+			r, err := smoke.RunGo(ctx, cs, smoke.HelloFiles(), command, 0)
+			if err != nil || r.IsError || r.Out.Stdout != "hello, world\n" {
+				b.Fatalf("run_go_code: %v %+v\n%s", err, r, logs.String())
+			}
+		}
+		run()
+		b.ResetTimer()
+		for b.Loop() {
+			run()
+		}
+	})
+}

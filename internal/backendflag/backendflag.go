@@ -1,0 +1,92 @@
+// Package backendflag gives front ends (cmd/mcp-server, cmd/demo, the
+// smoke commands) one spelling of the flags that choose and configure a
+// goruntime backend: --backend=local|agent-sandbox, the local backend's
+// flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus)
+// and the agent-sandbox backend's connection flags
+// (agentsandbox.Options.RegisterFlags: --warm-pool, --namespace,
+// --api-url, --kubeconfig, ...).
+//
+// Mains that may use the local backend must call local.ServeIfChild first
+// thing: the local backend re-executes the running binary as the runtime
+// server inside bubblewrap when no sandbox-server binary is next to it.
+package backendflag
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// Backend names accepted by --backend.
+const (
+	Local        = "local"
+	AgentSandbox = "agent-sandbox"
+)
+
+// Flags holds the parsed backend flags. Register creates it; fields may be
+// set before parsing to change the defaults.
+type Flags struct {
+	// Backend is "local" (the default) or "agent-sandbox".
+	Backend string
+	// Local configures the local backend.
+	Local local.Options
+	// AgentSandbox configures the agent-sandbox backend.
+	AgentSandbox agentsandbox.Options
+
+	memoryMB int64
+}
+
+// Register adds the backend flags to fs and returns where they land. Call
+// it before fs.Parse.
+func Register(fs *flag.FlagSet) *Flags {
+	f := &Flags{Backend: Local}
+	fs.StringVar(&f.Backend, "backend", f.Backend, "where sandboxes run: local (bubblewrap on this machine) or agent-sandbox (Kubernetes)")
+	fs.StringVar(&f.Local.StateDir, "state-dir", "", "local: directory for sandboxes and the seed build cache (default: the user cache dir/go-runtime-sandbox)")
+	fs.BoolVar(&f.Local.Network, "sandbox-network", false, "local: give sandboxes the host's network (default: none; modules only from the module cache)")
+	fs.Int64Var(&f.memoryMB, "memory-mb", local.DefaultMemoryBytes>>20, "local: memory limit of each sandbox, MiB")
+	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, "local: limit on processes and threads alive at once in each sandbox")
+	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
+	f.AgentSandbox.RegisterFlags(fs)
+	return f
+}
+
+// New builds the backend the flags name. logger receives the backend's
+// logs. Errors name the bad flag; a backend that cannot run here gives an
+// error wrapping goruntime.ErrUnavailable that names the fix.
+func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend, error) {
+	switch f.Backend {
+	case Local:
+		if f.memoryMB <= 0 {
+			return nil, fmt.Errorf("--memory-mb=%d: must be positive", f.memoryMB)
+		}
+		if f.Local.Processes <= 0 {
+			return nil, fmt.Errorf("--processes=%d: must be positive", f.Local.Processes)
+		}
+		if f.Local.CPUs < 0 {
+			return nil, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
+		}
+		opts := f.Local
+		opts.MemoryBytes = f.memoryMB << 20
+		opts.Logger = logger
+		b, err := local.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	case AgentSandbox:
+		opts := f.AgentSandbox
+		opts.Logger = logger
+		b, err := agentsandbox.New(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("--backend=%q: want %q or %q", f.Backend, Local, AgentSandbox)
+	}
+}
