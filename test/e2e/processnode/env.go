@@ -15,7 +15,7 @@ import (
 // rerootedEnv lists variables whose absolute-path values name places inside
 // the container image. On this machine they would point into the host's
 // own tree, so each is moved under the pod's private root directory.
-var rerootedEnv = []string{"HOME", "TMPDIR", "GOCACHE", "GOPATH", "GOMODCACHE", "XDG_CACHE_HOME"}
+var rerootedEnv = []string{"HOME", "SANDBOX_HOME", "TMPDIR", "GOCACHE", "GOPATH", "GOMODCACHE", "XDG_CACHE_HOME"}
 
 // podEnv resolves the environment of container c in pod as a kubelet would
 // (literal values, fieldRef, configMap/secret refs, envFrom, $(VAR)

@@ -1,0 +1,97 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
+)
+
+// backendArgs are the flags cmd/demo and cmd/mcp-server share for the
+// agent-sandbox backend in direct-URL mode through the real router.
+func backendArgs() []string {
+	return []string{
+		"--backend=agent-sandbox",
+		"--api-url=" + shared.c.RouterURL,
+		"--kubeconfig=" + shared.c.Kubeconfig,
+		"--namespace=" + testNS,
+		"--warm-pool=" + agentsandbox.DefaultWarmPool,
+	}
+}
+
+// frontend returns the binary run.sh built for a front end, failing the
+// test with what to do when it is missing.
+func frontend(t *testing.T, env, what string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		t.Fatalf("%s is not set: run the e2e tests through test/e2e/run.sh, which builds %s", env, what)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v (test/e2e/run.sh builds %s)", env, err, what)
+	}
+	return p
+}
+
+// TestDemoAgentSandbox runs cmd/demo's two flows (single-file smoke and
+// multi-file module) with --backend=agent-sandbox in direct-URL mode
+// through the real sandbox-router.
+func TestDemoAgentSandbox(t *testing.T) {
+	ensureBase(t)
+	demo := frontend(t, "E2E_DEMO", "cmd/demo")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	waitPoolReady(ctx, t, agentsandbox.DefaultWarmPool)
+
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, demo, append(backendArgs(), "--flow=all")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("demo --backend=agent-sandbox --flow=all: %v after %v\n%s\npods: %s", err, wall, out.String(), podSummary(t))
+	}
+	for _, banner := range []string{"single-file smoke flow", "multi-file module flow"} {
+		if !strings.Contains(out.String(), banner) {
+			t.Errorf("demo output has no %q section:\n%s", banner, out.String())
+		}
+	}
+	t.Logf("demo wall time (both flows, agent-sandbox via router): %v", wall.Round(time.Millisecond))
+	t.Logf("demo output:\n%s", out.String())
+}
+
+// TestMCPRunGoCodeAgentSandbox runs cmd/mcp-server over stdio with the
+// agent-sandbox backend and drives run_go_code through the official MCP
+// client: one file, a module with a sub-package, and a compile error.
+func TestMCPRunGoCodeAgentSandbox(t *testing.T) {
+	ensureBase(t)
+	server := frontend(t, "E2E_MCP_SERVER", "cmd/mcp-server")
+	var logs syncBuffer
+	target := smoke.StdioTarget(server, backendArgs(), &logs)
+	for _, sc := range smoke.Scenarios() {
+		switch sc.Name {
+		case "single-file", "module-with-subpackage", "compile-error":
+		default:
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			waitPoolReady(ctx, t, agentsandbox.DefaultWarmPool)
+			start := time.Now()
+			if err := sc.Run(ctx, target); err != nil {
+				t.Fatalf("%v\nserver log:\n%s", err, logs.String())
+			}
+			t.Logf("%s took %v", sc.Name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
