@@ -1,0 +1,84 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxd"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// grpcSocketName is the sandboxd ProcessService socket the server serves
+// next to its HTTP socket (sandbox-server --grpc-addr, docs/sandboxd.md).
+const grpcSocketName = "sandboxd.sock"
+
+func (l layout) grpcSocket() string { return filepath.Join(l.dir, "run", grpcSocketName) }
+
+var _ goruntime.StreamingSandbox = (*Sandbox)(nil)
+
+// ExecStream is Exec, calling onChunk with output as the command produces
+// it (see goruntime.StreamingSandbox). It speaks the sandboxd
+// ProcessService over the sandbox's gRPC socket; a sandbox whose server
+// has no such socket (opened by an older version and reattached) runs the
+// command with Exec and passes its whole output to onChunk at the end.
+// Errors are Exec's.
+func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(s.l.grpcSocket()); err != nil {
+		res, err := s.Exec(ctx, req)
+		if err == nil && onChunk != nil {
+			if res.Stdout != "" {
+				onChunk(goruntime.Chunk{Stream: goruntime.Stdout, Data: []byte(res.Stdout)})
+			}
+			if res.Stderr != "" {
+				onChunk(goruntime.Chunk{Stream: goruntime.Stderr, Data: []byte(res.Stderr)})
+			}
+		}
+		return res, err
+	}
+	conn, err := sandboxd.Dial("unix:" + s.l.grpcSocket())
+	if err != nil {
+		return nil, s.transportErr("execute", err)
+	}
+	defer conn.Close()
+
+	cg := &s.meta.Cgroup
+	before := cg.counters()
+	res, err := sandboxd.Exec(ctx, processv1.NewProcessServiceClient(conn), req, sandboxd.ExecOptions{
+		DefaultTimeout: s.b.opts.ExecTimeout,
+		MaxOutput:      int(min(s.b.opts.OutputBytes, int64(maxInt()))),
+	}, onChunk)
+	if err != nil {
+		return nil, s.transportErr("execute", err)
+	}
+	after := cg.counters()
+	switch {
+	case after.OOMKills > before.OOMKills:
+		res.Limit = goruntime.LimitMemory
+	case after.PidsMax > before.PidsMax:
+		res.Limit = goruntime.LimitProcesses
+	case res.ExitCode == 128+int(syscall.SIGXFSZ), strings.Contains(res.Stderr, "file too large"):
+		res.Limit = goruntime.LimitFileSize
+	}
+	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
+		if err := cg.kill(s.keep, 5*time.Second); err != nil {
+			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
+		}
+	}
+	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
+		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
+			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+	}
+	return res, nil
+}
+
+func maxInt() int { return int(^uint(0) >> 1) }
