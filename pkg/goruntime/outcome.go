@@ -35,8 +35,12 @@ const (
 )
 
 var (
-	// file.go:12:3: message, as gc and vet print it.
-	compileErrRE = regexp.MustCompile(`(?m)^\s*[^\s:]+\.go:\d+(:\d+)?: `)
+	// file.go:12:3: message, as gc and vet print it. The column is required:
+	// a program logging with log.Lshortfile prints "main.go:12: message".
+	compileErrRE = regexp.MustCompile(`(?m)^\s*[^\s:]+\.go:\d+:\d+: `)
+	// The last line go run prints when the program it built exits non-zero:
+	// the build succeeded, so the output before it is the program's own.
+	goRunExitRE = regexp.MustCompile(`(?m)^exit status \d+\n?\z`)
 	// --- FAIL: TestX, or a FAIL line from go test's package summary.
 	testFailRE = regexp.MustCompile(`(?m)^(--- FAIL: |FAIL\s|FAIL$)`)
 	// panic: ..., fatal error: ... at the start of a line.
@@ -72,7 +76,9 @@ func Classify(command string, r *ExecResult) Outcome {
 	case r.ExitCode == 153 || strings.Contains(out, "file too large"):
 		return OutcomeFileSizeLimit
 	}
-	if usesGoTool(command) {
+	// go run's "exit status N" trailer means the program built and ran: its
+	// own output may look like a compiler's or go test's.
+	if usesGoTool(command) && !goRunExitRE.MatchString(r.Stderr) {
 		switch {
 		case strings.Contains(out, "[build failed]"), strings.Contains(out, "[setup failed]"):
 			return OutcomeBuildFailed

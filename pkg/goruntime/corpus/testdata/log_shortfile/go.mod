@@ -1,0 +1,3 @@
+module example.com/log-shortfile
+
+go 1.26

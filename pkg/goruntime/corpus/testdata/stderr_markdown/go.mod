@@ -1,0 +1,3 @@
+module example.com/stderr-markdown
+
+go 1.26
