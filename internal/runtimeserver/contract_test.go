@@ -655,3 +655,35 @@ func TestLogLines(t *testing.T) {
 		t.Fatalf("missing exec or request log line in %s", ts.Logs.String())
 	}
 }
+
+func TestUploadBodyVariants(t *testing.T) {
+	ts := startServer(t, nil)
+	t.Run("file part after another field, with a preamble", func(t *testing.T) {
+		var buf bytes.Buffer
+		buf.WriteString("preamble to ignore\r\n")
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("note", "first")
+		w, _ := mw.CreateFormFile("file", "second.txt")
+		_, _ = w.Write([]byte("payload"))
+		_ = mw.Close()
+		if code, msg := ts.upload(t, &buf, mw.FormDataContentType()); code != 200 {
+			t.Fatalf("upload = %d %s", code, msg)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ts.Base, "second.txt")); string(b) != "payload" {
+			t.Fatalf("second.txt = %q", b)
+		}
+	})
+	t.Run("truncated body", func(t *testing.T) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		w, _ := mw.CreateFormFile("file", "cut.txt")
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 10000))
+		cut := buf.Bytes() // no closing delimiter
+		if code, msg := ts.upload(t, bytes.NewReader(cut), mw.FormDataContentType()); code != 400 {
+			t.Fatalf("truncated upload = %d %s, want 400", code, msg)
+		}
+		if _, err := os.Stat(filepath.Join(ts.Base, "cut.txt")); !os.IsNotExist(err) {
+			t.Fatalf("a truncated upload left cut.txt (stat err %v)", err)
+		}
+	})
+}

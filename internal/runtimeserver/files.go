@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path"
@@ -41,42 +40,47 @@ func refused(err error) bool {
 // directories are created.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, _ string) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes+multipartSlack)
-	mr, err := r.MultipartReader()
-	if err != nil {
-		validationError(w, "file", "missing", fmt.Sprintf("Field required (a multipart/form-data body with a part named \"file\"): %v", err))
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || !strings.HasPrefix(mediaType, "multipart/") || params["boundary"] == "" {
+		validationError(w, "file", "missing", fmt.Sprintf("Field required (want a multipart/form-data body with a part named \"file\", got Content-Type %q)", r.Header.Get("Content-Type")))
 		return
 	}
+	fr := newFormReader(r.Body, params["boundary"])
 	for {
-		part, err := mr.NextPart()
+		hdr, part, err := fr.next()
 		if errors.Is(err, io.EOF) {
 			validationError(w, "file", "missing", "Field required")
 			return
 		}
 		if err != nil {
-			s.uploadFailed(w, "", err)
+			s.uploadBodyFailed(w, err)
 			return
 		}
-		if part.FormName() != "file" {
-			part.Close()
+		_, dparams, _ := mime.ParseMediaType(hdr.Get("Content-Disposition"))
+		if dparams["name"] != "file" {
 			continue
 		}
-		s.saveUpload(w, part)
+		s.saveUpload(w, dparams["filename"], part)
 		return
 	}
 }
 
-// rawFilename is a part's filename parameter as sent, directories kept
-// (multipart.Part.FileName keeps only the last element).
-func rawFilename(contentDisposition string) string {
-	_, params, err := mime.ParseMediaType(contentDisposition)
-	if err != nil {
-		return ""
+// uploadBodyFailed answers an upload whose body could not be read: 413
+// past the size cap, 400 for a malformed body.
+func (s *Server) uploadBodyFailed(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
+			"message": fmt.Sprintf("Upload exceeds the limit of %d bytes", s.cfg.MaxUploadBytes)})
+		return
 	}
-	return params["filename"]
+	writeJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("Malformed upload body: %v", err)})
 }
 
-func (s *Server) saveUpload(w http.ResponseWriter, part *multipart.Part) {
-	name := rawFilename(part.Header.Get("Content-Disposition"))
+// saveUpload streams part to a temporary file beside name's target and
+// renames it over the target. name is the part's raw filename parameter:
+// mime/multipart's FileName would strip its directories.
+func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) {
 	if name == "" {
 		validationError(w, "file", "value_error", "the \"file\" part has no filename")
 		return
@@ -121,21 +125,21 @@ func (s *Server) saveUpload(w http.ResponseWriter, part *multipart.Part) {
 		s.uploadFailed(w, name, err)
 		return
 	}
-	buf := make([]byte, copyBufferSize)
-	n, err := io.CopyBuffer(f, io.LimitReader(part, s.cfg.MaxUploadBytes+1), buf)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	n, readErr, writeErr := copyChunks(f, io.LimitReader(part, s.cfg.MaxUploadBytes+1))
+	if cerr := f.Close(); writeErr == nil {
+		writeErr = cerr
 	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig), err == nil && n > s.cfg.MaxUploadBytes:
+	if readErr != nil || writeErr != nil || n > s.cfg.MaxUploadBytes {
 		_ = root.Remove(tmp)
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-			"message": fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes)})
-		return
-	case err != nil:
-		_ = root.Remove(tmp)
-		s.uploadFailed(w, name, err)
+		switch {
+		case readErr != nil:
+			s.uploadBodyFailed(w, readErr)
+		case writeErr != nil:
+			s.uploadFailed(w, name, writeErr)
+		default:
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
+				"message": fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes)})
+		}
 		return
 	}
 	if err := root.Rename(tmp, rel); err != nil {
@@ -144,6 +148,35 @@ func (s *Server) saveUpload(w http.ResponseWriter, part *multipart.Part) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully.", name)})
+}
+
+// copyChunks copies src to dst in chunks of copyBufferSize, so the file
+// sees few large writes, and tells read errors from write errors.
+func copyChunks(dst io.Writer, src io.Reader) (n int64, readErr, writeErr error) {
+	buf := make([]byte, copyBufferSize)
+	for {
+		// Fill the buffer; only io.EOF from src ends the copy cleanly (a
+		// truncated chunked body reports io.ErrUnexpectedEOF, an error).
+		m := 0
+		var err error
+		for m < len(buf) && err == nil {
+			var k int
+			k, err = src.Read(buf[m:])
+			m += k
+		}
+		if m > 0 {
+			if _, werr := dst.Write(buf[:m]); werr != nil {
+				return n, nil, werr
+			}
+			n += int64(m)
+		}
+		switch {
+		case errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+			return n, nil, nil
+		case err != nil:
+			return n, err, nil
+		}
+	}
 }
 
 func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
