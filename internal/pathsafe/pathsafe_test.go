@@ -73,7 +73,7 @@ func TestResolve(t *testing.T) {
 		"dangling":        "nowhere/deeper",
 		"d/f/under-file":  "d/f/under-file",
 		"in/e/../../d/f":  "d/f", // ".." after a symlink climbs from its target
-		"x/../../base/d":  "", // escape: the first ".." leaves x, the second the base
+		"x/../../base/d":  "",    // escape: the first ".." leaves x, the second the base
 		"up":              "",
 		"out/secret":      "",
 		"absout":          "",
