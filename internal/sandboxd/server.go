@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/server"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 )
@@ -76,6 +77,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if grpcLis != nil {
 		s.grpcSrv = grpc.NewServer()
 		processv1.RegisterProcessServiceServer(s.grpcSrv, s.procs)
+		reflection.Register(s.grpcSrv) // as upstream's daemon: grpcurl and friends work
 		s.serve("grpc", func() error {
 			if err := s.grpcSrv.Serve(grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				return err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 )
@@ -480,5 +481,34 @@ func TestChildTrackerHearsOfEveryCommand(t *testing.T) {
 	}
 	if fmt.Sprint(tr.started) != fmt.Sprint([]int{pid, 0}) || fmt.Sprint(tr.exited) != fmt.Sprint([]int{pid}) {
 		t.Fatalf("started %v exited %v; want started [%d 0] exited [%d]", tr.started, tr.exited, pid, pid)
+	}
+}
+
+func TestGRPCReflectionListsProcessService(t *testing.T) {
+	srv, _ := startServer(t, Config{})
+	conn, err := Dial(srv.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !strings.Contains(strings.Join(names, " "), "process.v1.ProcessService") {
+		t.Fatalf("services = %v, want process.v1.ProcessService", names)
 	}
 }
