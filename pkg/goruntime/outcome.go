@@ -51,15 +51,17 @@ var (
 
 // Classify derives an Outcome from a command and its result.
 func Classify(command string, r *ExecResult) Outcome {
+	// A resource limit the command ran into explains a timeout that
+	// followed it (a fork bomb runs until the deadline kills it).
 	switch {
-	case r.TimedOut:
-		return OutcomeTimeout
 	case r.Limit == LimitMemory:
 		return OutcomeMemoryLimit
 	case r.Limit == LimitProcesses:
 		return OutcomeProcessLimit
 	case r.Limit == LimitFileSize:
 		return OutcomeFileSizeLimit
+	case r.TimedOut:
+		return OutcomeTimeout
 	case r.Limit == LimitOutput, r.StdoutTruncated, r.StderrTruncated:
 		return OutcomeOutputLimit
 	case r.ExitCode == 0:

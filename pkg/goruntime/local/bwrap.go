@@ -22,19 +22,17 @@ const (
 )
 
 // lifelineScript runs as the sandbox's first process (pid 2, under
-// bubblewrap's init). It starts the server, then blocks reading fd 3, a
-// pipe whose write end only the opening process holds. EOF (the opener
-// closed the sandbox or died) makes it exit, and with it bubblewrap's init
-// and so every process in the sandbox's pid namespace. The line "detach"
-// (Disconnect) makes it let go and live as long as the server.
+// bubblewrap's init). It starts the server and a watcher that blocks
+// reading fd 3, a pipe whose write end only the opening process holds. EOF
+// (the opener closed the sandbox or died) makes the watcher kill the
+// server; the line "detach" (Disconnect) makes it let go. When the server
+// exits, for whatever reason, this shell exits, and with it bubblewrap's
+// init and every process in the sandbox's pid namespace.
 const lifelineScript = `"$@" 3<&- &
 srv=$!
-if read -r cmd <&3 && [ "$cmd" = detach ]; then
-	exec 3<&-
-	wait "$srv"
-	exit $?
-fi
-exit 1`
+{ read -r cmd; [ "$cmd" = detach ] || kill -KILL "$srv"; } <&3 &
+exec 3<&-
+wait "$srv"`
 
 // gateScript runs on the host as the parent of bubblewrap. It waits on fd
 // 4 until the opener has put it in the sandbox's cgroup and set its
@@ -84,17 +82,17 @@ func (b *Backend) sandboxEnv() []string {
 		"SANDBOX_BASE_DIR=" + appDir,
 		"SANDBOX_EXEC_TIMEOUT_SECONDS=" + strconv.FormatFloat(o.ExecTimeout.Seconds(), 'f', -1, 64),
 	}
+	// Each sandbox has its own writable module cache, filled from the
+	// host's cache (bound read-only, used as a file:// proxy) and, with
+	// Network, from the host's GOPROXY after it.
+	env = append(env, "GOMODCACHE="+homeDir+"/go/pkg/mod")
 	if o.Network {
-		// A private, writable module cache, filled from the host's cache
-		// first and the network second.
 		env = append(env,
-			"GOMODCACHE="+homeDir+"/go/pkg/mod",
 			"GOPROXY=file://"+modCacheRO+"/cache/download,"+b.hostProxy,
 			"GOSUMDB="+b.hostSumDB)
 	} else {
 		env = append(env,
-			"GOMODCACHE="+modCacheRO,
-			"GOPROXY=off",
+			"GOPROXY=file://"+modCacheRO+"/cache/download",
 			"GOSUMDB=off")
 	}
 	return env
@@ -180,6 +178,7 @@ func (b *Backend) bwrapArgs(l layout) []string {
 		"--bind", l.tmp(), "/tmp",
 		"--bind", l.run(), runDir,
 		"--ro-bind", b.server, serverBin,
+		"--remount-ro", "/",
 		"--chdir", appDir,
 		"--",
 		"/bin/sh", "-c", lifelineScript, "sandbox-lifeline",

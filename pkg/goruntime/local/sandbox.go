@@ -270,7 +270,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		res.Limit = goruntime.LimitMemory
 	case after.PidsMax > before.PidsMax:
 		res.Limit = goruntime.LimitProcesses
-	case resp.Signal == int(syscall.SIGXFSZ), strings.Contains(resp.Stderr, "file too large"):
+	case resp.Signal == int(syscall.SIGXFSZ), resp.ExitCode == 128+int(syscall.SIGXFSZ), strings.Contains(resp.Stderr, "file too large"):
 		res.Limit = goruntime.LimitFileSize
 	case resp.StdoutTruncated, resp.StderrTruncated:
 		res.Limit = goruntime.LimitOutput
@@ -280,7 +280,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
 	}
-	if strings.Contains(resp.Stderr, "module lookup disabled by GOPROXY=off") {
+	if !s.meta.Network && strings.Contains(resp.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
 			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
 	}
@@ -438,27 +438,21 @@ func keepSet(pids []int) map[int]bool {
 }
 
 // protectFromOOM keeps the OOM killer off the processes that hold the
-// sandbox together (bubblewrap, its init, the lifeline shell), so that a
-// memory bomb costs the command, not the sandbox. The server is left
-// alone: commands inherit its setting. Needs CAP_SYS_RESOURCE; without it
-// this does nothing.
+// sandbox together (bubblewrap, its init, the lifeline shell and its
+// watcher), so that a memory bomb costs the command, not the sandbox. The
+// server is left alone: commands inherit its setting. Needs
+// CAP_SYS_RESOURCE; without it this does nothing.
 func protectFromOOM(pids []int) {
 	for _, p := range pids {
-		status, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/status")
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(status), "\n") {
-			rest, ok := strings.CutPrefix(line, "NSpid:")
-			if !ok {
-				continue
-			}
-			f := strings.Fields(rest)
-			// Host-only pid: bubblewrap outside; 1: its init; 2: the lifeline.
-			if len(f) == 1 || f[len(f)-1] == "1" || f[len(f)-1] == "2" {
-				_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
-			}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if argv0 == serverBin {
+			continue
 		}
+		_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
 	}
 }
 

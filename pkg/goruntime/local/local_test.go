@@ -1,0 +1,445 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+func TestWriteOutsideAppFails(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	goroot := strings.TrimSpace(mustOK(t, s, goruntime.Request{Command: "go env GOROOT"}).Stdout)
+	for _, target := range []string{"/x", "/usr/x", "/etc/x", "/go/pkg/mod/x", goroot + "/x", "/proc/x", "/home/x", "/.sandbox/x"} {
+		res := run(t, s, goruntime.Request{Command: "echo pwned > " + target})
+		if res.ExitCode == 0 {
+			t.Errorf("writing %s succeeded", target)
+		}
+	}
+	for _, target := range []string{"/app/ok", "/tmp/ok", "$HOME/ok"} {
+		mustOK(t, s, goruntime.Request{Command: "echo fine > " + target + " && cat " + target})
+	}
+	if _, err := os.Stat(filepath.Join(goroot, "x")); err == nil {
+		t.Errorf("%s/x appeared on the host", goroot)
+	}
+}
+
+func TestHostHomeAndTmpInvisible(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := fmt.Sprintf("secret-%d", time.Now().UnixNano())
+	homeFile := filepath.Join(home, ".local-test-"+secret)
+	tmpFile := filepath.Join(os.TempDir(), "local-test-"+secret)
+	for _, f := range []string{homeFile, tmpFile} {
+		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(f) })
+	}
+	s := openSession(t, newBackend(t, testOptions()))
+	for _, f := range []string{homeFile, tmpFile} {
+		res := run(t, s, goruntime.Request{Command: "cat " + f})
+		if res.ExitCode == 0 || strings.Contains(res.Stdout, secret) {
+			t.Errorf("sandbox read host file %s: %q", f, res.Stdout)
+		}
+	}
+	if res := run(t, s, goruntime.Request{Command: "ls -A /root"}); res.ExitCode == 0 {
+		t.Errorf("sandbox lists a /root: %q", res.Stdout)
+	}
+	res := run(t, s, goruntime.Request{Command: "grep -rl " + secret + " / --exclude-dir=proc --exclude-dir=usr --exclude-dir=go --exclude-dir=sys 2>/dev/null | head"})
+	if strings.TrimSpace(res.Stdout) != "" {
+		t.Errorf("host secret found in the sandbox at %s", res.Stdout)
+	}
+}
+
+func TestNetworkUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	s := openSession(t, newBackend(t, testOptions()))
+	prog := fmt.Sprintf(`package main
+
+import (
+	"fmt"
+	"net"
+	"time"
+)
+
+func main() {
+	for _, addr := range []string{%q, "1.1.1.1:53", "[2606:4700:4700::1111]:53", "proxy.golang.org:443"} {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err == nil {
+			c.Close()
+			fmt.Println("CONNECTED", addr)
+			continue
+		}
+		fmt.Println("refused", addr, err)
+	}
+}
+`, ln.Addr().String())
+	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "dial.go", Data: []byte(prog)}}, Command: "go run dial.go"})
+	if strings.Contains(res.Stdout, "CONNECTED") || strings.Count(res.Stdout, "\nrefused ") != 3 {
+		t.Errorf("sandbox reached the network:\n%s", res.Stdout)
+	}
+	select {
+	case <-accepted:
+		t.Error("the host listener accepted a connection from the sandbox")
+	default:
+	}
+	ifaces := mustOK(t, s, goruntime.Request{Command: "ls /sys/class/net 2>/dev/null; cat /proc/net/dev"}).Stdout
+	if strings.Contains(ifaces, "eth") || strings.Contains(ifaces, "ens") {
+		t.Errorf("sandbox sees host interfaces:\n%s", ifaces)
+	}
+}
+
+func TestHostProcessesInvisible(t *testing.T) {
+	marker := strconv.Itoa(900000 + int(time.Now().UnixNano()%99999))
+	host := exec.Command("sleep", marker)
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	pid := host.Process.Pid
+
+	s := openSession(t, newBackend(t, testOptions()))
+	res := run(t, s, goruntime.Request{Command: "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"})
+	if strings.Contains(res.Stdout, "sleep "+marker) {
+		t.Errorf("sandbox sees host process sleep %s", marker)
+	}
+	res = run(t, s, goruntime.Request{Command: "ls -d /proc/[0-9]* | wc -l"})
+	if n, _ := strconv.Atoi(strings.TrimSpace(res.Stdout)); n == 0 || n > 10 {
+		t.Errorf("sandbox sees %d processes, want a handful of its own", n)
+	}
+	res = run(t, s, goruntime.Request{Command: fmt.Sprintf("kill -9 %d", pid)})
+	if res.ExitCode == 0 {
+		t.Errorf("kill -9 %d in the sandbox succeeded", pid)
+	}
+	if err := syscallKill0(pid); err != nil {
+		t.Errorf("host process %d died after the sandbox signalled it: %v", pid, err)
+	}
+}
+
+func TestForkBombContained(t *testing.T) {
+	opts := testOptions()
+	opts.Processes = 64
+	s := openSession(t, newBackend(t, opts))
+	res := run(t, s, goruntime.Request{Command: "bomb() { bomb | bomb & }; bomb; sleep 3", Timeout: 20 * time.Second})
+	if res.Outcome != goruntime.OutcomeProcessLimit {
+		t.Errorf("fork bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeProcessLimit)
+	}
+	assertLimit(t, s, "bomb() { bomb | bomb & }; bomb; sleep 3", goruntime.LimitProcesses)
+	mustOK(t, s, goruntime.Request{Command: "echo after the bomb"})
+	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
+}
+
+func TestMemoryBombContained(t *testing.T) {
+	opts := testOptions()
+	opts.MemoryBytes = 256 << 20
+	s := openSession(t, newBackend(t, opts))
+	// tail keeps the last line in memory; /dev/zero has no newline.
+	res := run(t, s, goruntime.Request{Command: "tail /dev/zero", Timeout: time.Minute})
+	if res.Outcome != goruntime.OutcomeMemoryLimit {
+		t.Errorf("memory bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
+	}
+	// A Go memory bomb, built and run in the sandbox.
+	prog := "package main\n\nfunc main() {\n\tvar keep [][]byte\n\tfor {\n\t\tb := make([]byte, 16<<20)\n\t\tfor i := range b {\n\t\t\tb[i] = 1\n\t\t}\n\t\tkeep = append(keep, b)\n\t}\n}\n"
+	res = run(t, s, goruntime.Request{Files: []goruntime.File{{Path: "bomb.go", Data: []byte(prog)}}, Command: "go build -o bomb bomb.go && ./bomb", Timeout: 2 * time.Minute})
+	if res.Outcome != goruntime.OutcomeMemoryLimit {
+		t.Errorf("Go memory bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
+	}
+	mustOK(t, s, goruntime.Request{Command: "echo after the bomb && ls bomb"})
+}
+
+// assertLimit runs command through the Sandbox directly and checks ExecResult.Limit.
+func assertLimit(t *testing.T, s *goruntime.Session, command string, want goruntime.Limit) {
+	t.Helper()
+	er, err := s.Sandbox().Exec(context.Background(), goruntime.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", command, err)
+	}
+	if er.Limit != want {
+		t.Errorf("%q: ExecResult.Limit %q, want %q (exit %d)", command, er.Limit, want, er.ExitCode)
+	}
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	opts := testOptions()
+	opts.FileSizeBytes = 1 << 20
+	s := openSession(t, newBackend(t, opts))
+	res := run(t, s, goruntime.Request{Command: "head -c 2000000 /dev/zero > big"})
+	if res.Outcome != goruntime.OutcomeFileSizeLimit {
+		t.Errorf("outcome %s (exit %d, stderr %q), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeFileSizeLimit)
+	}
+	assertLimit(t, s, "head -c 2000000 /dev/zero > big2", goruntime.LimitFileSize)
+	mustOK(t, s, goruntime.Request{Command: "head -c 500000 /dev/zero > small && wc -c < small"})
+}
+
+func TestOutputLimit(t *testing.T) {
+	opts := testOptions()
+	opts.OutputBytes = 64 << 10
+	s := openSession(t, newBackend(t, opts))
+	res := run(t, s, goruntime.Request{Command: "yes | head -c 1000000"})
+	if res.Outcome != goruntime.OutcomeOutputLimit || !res.StdoutTruncated {
+		t.Errorf("outcome %s, truncated %v; want %s", res.Outcome, res.StdoutTruncated, goruntime.OutcomeOutputLimit)
+	}
+	assertLimit(t, s, "yes | head -c 1000000", goruntime.LimitOutput)
+}
+
+func TestWallTimeLimit(t *testing.T) {
+	opts := testOptions()
+	opts.ExecTimeout = 2 * time.Second
+	s := openSession(t, newBackend(t, opts))
+	start := time.Now()
+	res := run(t, s, goruntime.Request{Command: "sleep 60", Timeout: time.Second})
+	if res.Outcome != goruntime.OutcomeTimeout || res.ExitCode != 124 {
+		t.Errorf("outcome %s exit %d, want timeout/124", res.Outcome, res.ExitCode)
+	}
+	// The sandbox's default (Options.ExecTimeout) applies with no timeout.
+	er, err := s.Sandbox().Exec(context.Background(), goruntime.ExecRequest{Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !er.TimedOut {
+		t.Errorf("default timeout: TimedOut false, exit %d", er.ExitCode)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("timeouts took %v", el)
+	}
+}
+
+func TestGoSettingsMatchLimits(t *testing.T) {
+	opts := testOptions()
+	opts.MemoryBytes = 512 << 20
+	opts.CPUs = 1
+	s := openSession(t, newBackend(t, opts))
+	res := mustOK(t, s, goruntime.Request{Command: "echo $GOMAXPROCS $GOMEMLIMIT"})
+	want := fmt.Sprintf("1 %d", int64(512<<20)/10*9)
+	if strings.TrimSpace(res.Stdout) != want {
+		t.Errorf("GOMAXPROCS GOMEMLIMIT = %q, want %q", strings.TrimSpace(res.Stdout), want)
+	}
+}
+
+func TestFilesAndBinariesPersist(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "cmd/hello/main.go", Data: []byte(helloMain)}}, Command: "go build -o bin/hello ./cmd/hello/main.go"})
+	res := mustOK(t, s, goruntime.Request{Command: "./bin/hello && cat cmd/hello/main.go | head -1"})
+	if !strings.Contains(res.Stdout, "hello, world") || !strings.Contains(res.Stdout, "package main") {
+		t.Errorf("second execute: %q", res.Stdout)
+	}
+	data, err := s.ReadFile(context.Background(), "cmd/hello/main.go")
+	if err != nil || string(data) != helloMain {
+		t.Errorf("ReadFile: %q, %v", data, err)
+	}
+	entries, err := s.List(context.Background(), "bin")
+	if err != nil || len(entries) != 1 || entries[0].Name != "hello" || entries[0].Size == 0 {
+		t.Errorf("List bin: %+v, %v", entries, err)
+	}
+}
+
+func TestResetKeepsBuildCache(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go build -o hello main.go && echo keep > $HOME/keep"})
+	count := "find $(go env GOCACHE) -type f | wc -l"
+	before := strings.TrimSpace(mustOK(t, s, goruntime.Request{Command: count}).Stdout)
+	if err := s.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ls := mustOK(t, s, goruntime.Request{Command: "ls -A"}).Stdout; strings.TrimSpace(ls) != "" {
+		t.Errorf("/app after Reset: %q", ls)
+	}
+	after := strings.TrimSpace(mustOK(t, s, goruntime.Request{Command: count}).Stdout)
+	if before != after {
+		t.Errorf("build cache files: %s before Reset, %s after", before, after)
+	}
+	mustOK(t, s, goruntime.Request{Command: "cat $HOME/keep"})
+	// Rebuilding the same program hits the cache: the go command runs no compiler.
+	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go build -x -o hello main.go 2>&1"})
+	if strings.Contains(res.Stdout, "/compile ") {
+		t.Errorf("rebuild after Reset compiled again:\n%.2000s", res.Stdout)
+	}
+}
+
+func TestSandboxesSeparate(t *testing.T) {
+	b := newBackend(t, testOptions())
+	a, c := openSession(t, b), openSession(t, b)
+	mustOK(t, a, goruntime.Request{Command: "echo A > /app/a; echo A > /tmp/a; echo A > $HOME/a; echo A > $(go env GOCACHE)/a"})
+	res := run(t, c, goruntime.Request{Command: "cat /app/a /tmp/a $HOME/a $(go env GOCACHE)/a"})
+	if res.ExitCode == 0 || strings.Contains(res.Stdout, "A") {
+		t.Errorf("sandbox %s sees %s's files: %q", c.ID(), a.ID(), res.Stdout)
+	}
+	res = run(t, c, goruntime.Request{Command: "ls / /home /run; find / -name '" + a.ID() + "' 2>/dev/null"})
+	if strings.Contains(res.Stdout, a.ID()) {
+		t.Errorf("sandbox sees the other's ID in:\n%s", res.Stdout)
+	}
+}
+
+func TestSeedCacheReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as a non-root user the seed is copied, not linked")
+	}
+	b := newBackend(t, testOptions())
+	s := openSession(t, b)
+	// A file of the seed, linked into this sandbox's GOCACHE.
+	res := mustOK(t, s, goruntime.Request{Command: "find $(go env GOCACHE) -type f -name '*-d' -links +1 | head -1"})
+	f := strings.TrimSpace(res.Stdout)
+	if f == "" {
+		t.Fatal("no seed file linked into the sandbox's GOCACHE")
+	}
+	before := mustOK(t, s, goruntime.Request{Command: "sha256sum " + f}).Stdout
+	for _, cmd := range []string{"echo x >> " + f, "chmod u+w " + f, "truncate -s 0 " + f, "touch -d 2000-01-01 " + f} {
+		if res := run(t, s, goruntime.Request{Command: cmd}); res.ExitCode == 0 {
+			t.Errorf("%q succeeded on a seed file", cmd)
+		}
+	}
+	// Replacing the sandbox's own link is allowed and leaves the seed alone.
+	mustOK(t, s, goruntime.Request{Command: "rm -f " + f + " && echo mine > " + f})
+	other := openSession(t, b)
+	if after := mustOK(t, other, goruntime.Request{Command: "sha256sum " + f}).Stdout; after != before {
+		t.Errorf("seed file changed for another sandbox: %s -> %s", before, after)
+	}
+}
+
+func TestModulesOffline(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	// github.com/google/uuid v1.6.0 is a dependency of this module, so it is
+	// in the host's module cache wherever these tests build.
+	mod := "module m\n\ngo 1.24\n\nrequire github.com/google/uuid v1.6.0\n"
+	prog := "package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/google/uuid\"\n)\n\nfunc main() { fmt.Println(uuid.NewSHA1(uuid.NameSpaceDNS, []byte(\"x\"))) }\n"
+	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "go.mod", Data: []byte(mod)}, {Path: "main.go", Data: []byte(prog)}}, Command: "go run ."})
+	if !strings.Contains(res.Stdout, "-5") {
+		t.Errorf("uuid program printed %q", res.Stdout)
+	}
+	missing := "module m\n\ngo 1.24\n\nrequire example.com/not/cached v1.2.3\n"
+	prog2 := "package main\n\nimport _ \"example.com/not/cached\"\n\nfunc main() {}\n"
+	res = run(t, s, goruntime.Request{Files: []goruntime.File{{Path: "go.mod", Data: []byte(missing)}, {Path: "main.go", Data: []byte(prog2)}}, Command: "go run ."})
+	if res.Outcome != goruntime.OutcomeBuildFailed || !strings.Contains(res.Stderr, "example.com/not/cached") || !strings.Contains(res.Stderr, "no network") {
+		t.Errorf("missing module: outcome %s, stderr:\n%s", res.Outcome, res.Stderr)
+	}
+}
+
+func TestDiesWithParent(t *testing.T) {
+	b := newBackend(t, testOptions())
+	id := helper(t, "open-exit")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := b.Attach(context.Background(), id)
+		if errors.Is(err, goruntime.ErrSandboxNotFound) {
+			break
+		}
+		if err == nil && time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still runs after its opener exited", id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Clean what the dead sandbox left on disk.
+	os.RemoveAll(filepath.Join(b.StateDir(), "sandboxes", id))
+}
+
+func TestDisconnectThenAttachFromAnotherProcess(t *testing.T) {
+	b := newBackend(t, testOptions())
+	id := helper(t, "disconnect")
+	s, err := goruntime.Attach(context.Background(), b, id, goruntime.Options{})
+	if err != nil {
+		t.Fatalf("attach %s: %v", id, err)
+	}
+	res := mustOK(t, s, goruntime.Request{Command: "cat left.txt"})
+	if res.Stdout != "left behind" {
+		t.Errorf("left.txt: %q", res.Stdout)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Attach(context.Background(), id); !errors.Is(err, goruntime.ErrSandboxNotFound) {
+		t.Errorf("attach after close: %v, want ErrSandboxNotFound", err)
+	}
+	if _, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id)); !os.IsNotExist(err) {
+		t.Errorf("state directory left after Close: %v", err)
+	}
+}
+
+func TestAttachBadIDs(t *testing.T) {
+	b := newBackend(t, testOptions())
+	for _, id := range []string{"", "../../etc", "0123456789abcdef", "zzzz", "0123456789ABCDEF"} {
+		if _, err := b.Attach(context.Background(), id); !errors.Is(err, goruntime.ErrSandboxNotFound) {
+			t.Errorf("Attach(%q): %v, want ErrSandboxNotFound", id, err)
+		}
+	}
+}
+
+func TestBadFileRequests(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	sb := s.Sandbox()
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "a/b", bytes.NewReader(nil)); !errors.Is(err, goruntime.ErrPathEscape) {
+		t.Errorf("WriteFile a/b: %v", err)
+	}
+	if _, err := sb.ReadFile(ctx, "../../etc/passwd"); !errors.Is(err, goruntime.ErrPathEscape) && !errors.Is(err, goruntime.ErrNotExist) {
+		t.Errorf("ReadFile ../../etc/passwd: %v", err)
+	}
+	if _, err := sb.ReadFile(ctx, "missing.txt"); !errors.Is(err, goruntime.ErrNotExist) {
+		t.Errorf("ReadFile missing: %v", err)
+	}
+	if _, err := sb.List(ctx, "missing"); !errors.Is(err, goruntime.ErrNotExist) {
+		t.Errorf("List missing: %v", err)
+	}
+	mustOK(t, s, goruntime.Request{Command: "true"})
+}
+
+func TestClosedSandbox(t *testing.T) {
+	b := newBackend(t, testOptions())
+	sb, err := b.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(context.Background(), goruntime.ExecRequest{Command: "true"}); !errors.Is(err, goruntime.ErrClosed) {
+		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestUnavailableNamesTheFix(t *testing.T) {
+	opts := testOptions()
+	opts.BwrapPath = "/nonexistent/bwrap"
+	_, err := local.New(opts)
+	if !errors.Is(err, goruntime.ErrUnavailable) || !strings.Contains(err.Error(), "scripts/install-deps.sh") {
+		t.Errorf("New without bwrap: %v", err)
+	}
+}
+
+func TestServerThatDoesNotServe(t *testing.T) {
+	opts := testOptions()
+	opts.ServerPath = "/bin/true"
+	opts.StartTimeout = 5 * time.Second
+	b := newBackend(t, opts)
+	_, err := b.Open(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "before its runtime server answered") {
+		t.Errorf("Open with /bin/true as server: %v", err)
+	}
+}

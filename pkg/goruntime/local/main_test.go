@@ -1,0 +1,158 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// serverPath is the sandbox-server binary TestMain builds.
+var serverPath string
+
+// helperEnv makes the test binary act as a separate process that opens a
+// sandbox (see runHelper), for the tests that need "another process".
+const helperEnv = "LOCAL_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	dir, err := os.MkdirTemp("", "local-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	serverPath = filepath.Join(dir, "sandbox-server")
+	out, err := exec.Command("go", "build", "-o", serverPath, "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build sandbox-server: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testOptions are the options every test starts from. The state directory
+// is the default one (or $LOCAL_TEST_STATE_DIR), so the seed build cache
+// is built once per machine, not once per run.
+func testOptions() local.Options {
+	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+}
+
+// newBackend returns a backend with the seed prepared. Missing bubblewrap
+// fails the test with the install hint.
+func newBackend(tb testing.TB, opts local.Options) *local.Backend {
+	tb.Helper()
+	b, err := local.New(opts)
+	if err != nil {
+		tb.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := b.Prepare(ctx); err != nil {
+		tb.Fatalf("prepare seed build cache: %v", err)
+	}
+	return b
+}
+
+// openSession opens a session and closes it when the test ends.
+func openSession(tb testing.TB, b *local.Backend) *goruntime.Session {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			tb.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// run executes command and fails the test on a transport error.
+func run(tb testing.TB, s *goruntime.Session, req goruntime.Request) *goruntime.Result {
+	tb.Helper()
+	if req.Timeout == 0 {
+		req.Timeout = 3 * time.Minute
+	}
+	res, err := s.Execute(context.Background(), req)
+	if err != nil {
+		tb.Fatalf("execute %q: %v", req.Command, err)
+	}
+	return res
+}
+
+// mustOK runs command and fails unless it exits 0.
+func mustOK(tb testing.TB, s *goruntime.Session, req goruntime.Request) *goruntime.Result {
+	tb.Helper()
+	res := run(tb, s, req)
+	if res.ExitCode != 0 {
+		tb.Fatalf("%q: exit %d, outcome %s\nstdout: %s\nstderr: %s", req.Command, res.ExitCode, res.Outcome, res.Stdout, res.Stderr)
+	}
+	return res
+}
+
+const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
+
+// runHelper is the body of the helper process. Modes:
+//
+//	open-exit:  open a sandbox, print its ID, exit without closing it.
+//	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
+func runHelper(mode string) int {
+	ctx := context.Background()
+	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+	b, err := local.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	switch mode {
+	case "open-exit":
+		fmt.Println(s.ID())
+		return 0
+	case "disconnect":
+		if _, err := s.Execute(ctx, goruntime.Request{Files: []goruntime.File{{Path: "left.txt", Data: []byte("left behind")}}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := s.Disconnect(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(s.ID())
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+	return 2
+}
+
+// helper runs the test binary as a helper process and returns the
+// sandbox ID it printed.
+func helper(t *testing.T, mode string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "LOCAL_TEST_SERVER="+serverPath)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper %s: %v: %s", mode, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
