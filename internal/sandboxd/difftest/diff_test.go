@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -318,6 +320,22 @@ func processCases() []diffCase {
 		}, known: &known{
 			upstream: "background child gone=false",
 			ours:     "background child gone=true",
+			doc:      "client gone",
+		}},
+		{name: "Execute/deadline passes while a background child runs", run: func(t *testing.T, tg *target) string {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err := tg.grpc.Execute(ctx, &processv1.ExecuteRequest{Config: sh("sleep 300 & echo $! > bg.pid; wait")})
+			data, rerr := os.ReadFile(filepath.Join(tg.root, "bg.pid"))
+			child, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			if rerr != nil || child <= 0 {
+				return fmt.Sprintf("%s, no child pid: %v", code(err), rerr)
+			}
+			defer syscall.Kill(child, syscall.SIGKILL)
+			return fmt.Sprintf("%s background child gone=%v", code(err), goneWithin(child, 3*time.Second))
+		}, known: &known{
+			upstream: "code=DeadlineExceeded background child gone=false",
+			ours:     "code=DeadlineExceeded background child gone=true",
 			doc:      "client gone",
 		}},
 		{name: "PTY/size and output", run: func(t *testing.T, tg *target) string {
