@@ -86,20 +86,6 @@ type ChildTracker interface {
 	Exited(pid int)
 }
 
-// ConfigFromEnv fills GRPCAddr and RESTAddr from flag values, falling back
-// to SANDBOXD_GRPC_ADDR and SANDBOXD_REST_ADDR through getenv when a flag
-// value is empty. Empty after both means that API is off.
-func ConfigFromEnv(grpcFlag, restFlag string, getenv func(string) string) (grpcAddr, restAddr string) {
-	grpcAddr, restAddr = grpcFlag, restFlag
-	if grpcAddr == "" {
-		grpcAddr = getenv(EnvGRPCAddr)
-	}
-	if restAddr == "" {
-		restAddr = getenv(EnvRESTAddr)
-	}
-	return strings.TrimSpace(grpcAddr), strings.TrimSpace(restAddr)
-}
-
 // Enabled reports whether either API is to be served.
 func (c Config) Enabled() bool { return c.GRPCAddr != "" || c.RESTAddr != "" }
 

@@ -417,22 +417,6 @@ func TestStartReleasesGRPCListenerWhenRESTFails(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv(t *testing.T) {
-	env := map[string]string{EnvGRPCAddr: "localhost:9090", EnvRESTAddr: " localhost:8080 "}
-	g, r := ConfigFromEnv("", "", func(k string) string { return env[k] })
-	if g != "localhost:9090" || r != "localhost:8080" {
-		t.Fatalf("env = %q %q", g, r)
-	}
-	g, r = ConfigFromEnv("unix:/s/g.sock", "", func(k string) string { return env[k] })
-	if g != "unix:/s/g.sock" || r != "localhost:8080" {
-		t.Fatalf("flag over env = %q %q", g, r)
-	}
-	g, r = ConfigFromEnv("", "", func(string) string { return "" })
-	if g != "" || r != "" {
-		t.Fatalf("unset = %q %q, want off", g, r)
-	}
-}
-
 // recordingTracker records the ChildTracker calls it gets.
 type recordingTracker struct {
 	mu      sync.Mutex
