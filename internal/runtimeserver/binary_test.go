@@ -54,6 +54,13 @@ func (p *proc) logs() string {
 // log line.
 func startBinary(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
+	return startWrapped(t, nil, env, args...)
+}
+
+// startWrapped is startBinary with the server run by wrapper (a command
+// prefix such as unshare).
+func startWrapped(t testing.TB, wrapper []string, env []string, args ...string) *proc {
+	t.Helper()
 	bin, err := serverBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,8 @@ func startBinary(t testing.TB, env []string, args ...string) *proc {
 	if !strings.Contains(strings.Join(args, " "), "--addr") {
 		all = append(all, "--addr", "127.0.0.1:0")
 	}
-	cmd := exec.Command(bin, all...)
+	argv := append(append(append([]string{}, wrapper...), bin), all...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -291,5 +299,54 @@ func TestBinarySIGTERMKillsCommandsAndExits(t *testing.T) {
 	waitGone(t, tok)
 	if !strings.Contains(p.logs(), `"msg":"stopped"`) {
 		t.Fatalf("no clean stop in logs:\n%s", p.logs())
+	}
+}
+
+// TestBinaryAsPID1 runs the server as PID 1 of a new PID namespace, as in
+// a container: it must reap orphans without being a subreaper and shut
+// down cleanly on SIGTERM.
+func TestBinaryAsPID1(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatal("unshare (util-linux) not found; install util-linux")
+	}
+	p := startWrapped(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, os.Environ())
+	if !strings.Contains(p.logs(), `"pid":1,`) {
+		t.Fatalf("server is not PID 1 in its namespace:\n%s", p.logs())
+	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.cmd.Process.Pid, p.cmd.Process.Pid))
+	var server int
+	if _, err := fmt.Sscan(string(kids), &server); err != nil {
+		t.Fatalf("find the server under unshare: %q", kids)
+	}
+	tok := sleepToken()
+	t.Cleanup(func() { killArg(tok) })
+	res := p.execute(t, http.DefaultClient, p.url, map[string]any{
+		"command": fmt.Sprintf("for i in 1 2 3 4 5; do (sleep 0.$i &); done; (sleep %s >/dev/null 2>&1 &); echo ok", tok)})
+	if res.Stdout != "ok\n" {
+		t.Fatalf("orphan command: %+v", res)
+	}
+	orphans := withArg(tok)
+	if len(orphans) != 1 || orphans[0].ppid != server {
+		t.Fatalf("orphan %+v, want one process re-parented to the server (host pid %d)", orphans, server)
+	}
+	_ = syscall.Kill(orphans[0].pid, syscall.SIGKILL)
+	deadline := time.Now().Add(15 * time.Second)
+	for len(withArg(tok)) > 0 || len(zombieChildren(server)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies left under PID 1: %v, orphan still listed: %v", zombieChildren(server), withArg(tok))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(server, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("PID 1 server still running 30 s after SIGTERM")
+	}
+	if code := p.status.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, p.logs())
 	}
 }
