@@ -3,6 +3,7 @@ package corpus_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,5 +298,57 @@ func TestRunHost(t *testing.T) {
 				t.Errorf("the timeout did not kill the command (took %v)", time.Since(start))
 			}
 		})
+	}
+}
+
+// fakeSandbox answers every command with out on stdout, exit code 0; it
+// records the requests it got.
+type fakeSandbox struct {
+	out  string
+	reqs []goruntime.ExecRequest
+}
+
+func (f *fakeSandbox) ID() string { return "fake" }
+func (f *fakeSandbox) Exec(_ context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	f.reqs = append(f.reqs, req)
+	if strings.HasPrefix(req.Command, "tar ") {
+		return &goruntime.ExecResult{}, nil
+	}
+	return &goruntime.ExecResult{Stdout: f.out}, nil
+}
+func (f *fakeSandbox) WriteFile(context.Context, string, io.Reader) error { return nil }
+func (f *fakeSandbox) ReadFile(context.Context, string) ([]byte, error) {
+	return nil, goruntime.ErrNotExist
+}
+func (f *fakeSandbox) List(context.Context, string) ([]goruntime.FileInfo, error) {
+	return nil, goruntime.ErrNotExist
+}
+func (f *fakeSandbox) Close(context.Context) error      { return nil }
+func (f *fakeSandbox) Disconnect(context.Context) error { return nil }
+
+func TestRunSession(t *testing.T) {
+	ctx := context.Background()
+	c := corpus.Case{Name: "x", Command: "go run .", Stdin: "in.txt", Timeout: 7 * time.Second,
+		Env: map[string]string{"A": "1"}, Files: []goruntime.File{{Path: "main.go"}, {Path: "in.txt"}}}
+
+	fake := &fakeSandbox{out: "hello\n"}
+	s := goruntime.NewSession(fake, goruntime.Options{HeadBytes: -1, TailBytes: -1})
+	got, err := corpus.RunSession(ctx, s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stdout != "hello\n" || got.ExitCode != 0 || got.Outcome != goruntime.OutcomeOK {
+		t.Errorf("observed %+v", got)
+	}
+	last := fake.reqs[len(fake.reqs)-1]
+	if last.Command != c.Script() || last.Timeout != 7*time.Second || last.Env["A"] != "1" {
+		t.Errorf("the sandbox got %+v, want the case's script, timeout and env", last)
+	}
+
+	// A session that cuts output cannot be compared: RunSession refuses it.
+	fake = &fakeSandbox{out: strings.Repeat("x", 64<<10)}
+	s = goruntime.NewSession(fake, goruntime.Options{})
+	if _, err := corpus.RunSession(ctx, s, c); err == nil || !strings.Contains(err.Error(), "elided") {
+		t.Errorf("RunSession with a truncating session = %v, want an error about elided output", err)
 	}
 }
