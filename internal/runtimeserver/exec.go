@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,7 +67,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*execResult, error) {
 	stderr := &capture{limit: s.cfg.MaxOutputBytes}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", spec.command)
 	cmd.Dir = s.root.Dir()
-	cmd.Env = s.env
+	cmd.Env = slices.Clip(s.env) // appends below copy, never touching s.env
 	for k, v := range spec.env {
 		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
 	}
