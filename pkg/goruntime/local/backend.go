@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -41,6 +42,8 @@ type Backend struct {
 
 	seedMu  sync.Mutex
 	seedDir string
+
+	refilling atomic.Bool // a spare-cache filler runs
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -90,6 +93,7 @@ func New(opts Options) (*Backend, error) {
 	if err := b.findServer(); err != nil {
 		return nil, unavailable("%v", err)
 	}
+	go b.prune(context.Background())
 	return b, nil
 }
 

@@ -62,7 +62,7 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 			_ = removeTree(l.dir)
 		}
 	}()
-	for _, d := range []string{l.app(), l.home(), l.tmp(), l.run(), l.etc()} {
+	for _, d := range []string{l.app(), filepath.Dir(l.gocache()), l.tmp(), l.run(), l.etc()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create sandbox directory: %w", err)
 		}
@@ -70,9 +70,12 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	if err := writeEtc(l); err != nil {
 		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
 	}
-	if err := populateCache(seed, l.gocache()); err != nil {
-		return nil, err
+	if !b.claimSpare(seed, l.gocache()) {
+		if err := populateCache(seed, l.gocache()); err != nil {
+			return nil, err
+		}
 	}
+	defer b.refillSpares(seed)
 	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
@@ -363,7 +366,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	} else if alive(s.meta.PID, s.meta.StartTime) {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
-	if err := removeTree(s.l.dir); err != nil {
+	if err := s.b.trash(s.l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,146 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spare build caches: populating a sandbox's GOCACHE from the seed costs a
+// few thousand hard links, the largest part of Open. The backend keeps a
+// small warm pool of caches populated ahead of time under
+// StateDir/spare/<seed key>/; Open claims one with a rename (any process
+// may claim any spare) and refills the pool in the background.
+
+const spareCaches = 2
+
+func (b *Backend) spareDir(seed string) string {
+	return filepath.Join(b.opts.StateDir, "spare", filepath.Base(seed))
+}
+
+// claimSpare moves a spare cache to dst and reports whether it found one.
+func (b *Backend) claimSpare(seed, dst string) bool {
+	dir := b.spareDir(seed)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), dst); err == nil {
+			stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+			_ = os.WriteFile(filepath.Join(dst, "trim.txt"), []byte(stamp), 0o644)
+			return true
+		}
+	}
+	return false
+}
+
+// refillSpares tops the pool up to spareCaches, one filler at a time per
+// backend.
+func (b *Backend) refillSpares(seed string) {
+	if !b.refilling.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer b.refilling.Store(false)
+		dir := b.spareDir(seed)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return
+		}
+		for {
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				return
+			}
+			ready := 0
+			for _, e := range entries {
+				if !strings.HasSuffix(e.Name(), ".tmp") {
+					ready++
+				}
+			}
+			if ready >= spareCaches {
+				return
+			}
+			name := newID()
+			tmp := filepath.Join(dir, name+".tmp")
+			if err := populateCache(seed, tmp); err != nil {
+				_ = removeTree(tmp)
+				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
+				return
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+				_ = removeTree(tmp)
+				return
+			}
+		}
+	}()
+}
+
+// trash moves dir out of the way at once and deletes it in the background.
+func (b *Backend) trash(dir string) error {
+	t := filepath.Join(b.opts.StateDir, "trash")
+	if err := os.MkdirAll(t, 0o700); err != nil {
+		return removeTree(dir)
+	}
+	dst := filepath.Join(t, filepath.Base(dir)+"-"+newID())
+	if err := os.Rename(dir, dst); err != nil {
+		return removeTree(dir)
+	}
+	go func() { _ = removeTree(dst) }()
+	return nil
+}
+
+// prune removes what dead sandboxes left behind (their process is gone but
+// Close never ran: the opener crashed or exited) and old trash. Run in the
+// background by New.
+func (b *Backend) prune(ctx context.Context) {
+	_ = ctx
+	if entries, err := os.ReadDir(filepath.Join(b.opts.StateDir, "trash")); err == nil {
+		for _, e := range entries {
+			_ = removeTree(filepath.Join(b.opts.StateDir, "trash", e.Name()))
+		}
+	}
+	for _, d := range []string{filepath.Join(b.opts.StateDir, "spare")} {
+		// Stale .tmp spares from a filler that died.
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			sub, _ := os.ReadDir(filepath.Join(d, e.Name()))
+			for _, s := range sub {
+				if info, err := s.Info(); err == nil && strings.HasSuffix(s.Name(), ".tmp") && time.Since(info.ModTime()) > time.Hour {
+					_ = removeTree(filepath.Join(d, e.Name(), s.Name()))
+				}
+			}
+		}
+	}
+	entries, err := os.ReadDir(b.sandboxes)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !validID(e.Name()) {
+			continue
+		}
+		l := layout{dir: filepath.Join(b.sandboxes, e.Name())}
+		data, err := os.ReadFile(l.meta())
+		if err != nil {
+			// Still opening (no state file yet) unless it is old.
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
+				_ = removeTree(l.dir)
+			}
+			continue
+		}
+		var m meta
+		if json.Unmarshal(data, &m) != nil || alive(m.PID, m.StartTime) {
+			continue
+		}
+		_ = m.Cgroup.remove()
+		_ = removeTree(l.dir)
+	}
+}
