@@ -90,9 +90,9 @@ func (h *headerRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // openSDKSandbox claims a sandbox through the real SDK client in Direct
 // URL mode, pointed at a fresh runtime server.
-func openSDKSandbox(t *testing.T) (*sdk.Sandbox, *testServer, *headerRecorder) {
+func openSDKSandbox(t *testing.T, mutate func(*Config)) (*sdk.Sandbox, *testServer, *headerRecorder) {
 	t.Helper()
-	ts := startServer(t, nil)
+	ts := startServer(t, mutate)
 	rec := &headerRecorder{next: ts.Server, ids: map[string]bool{}}
 	hs := httptest.NewServer(rec)
 	t.Cleanup(hs.Close)
@@ -126,7 +126,7 @@ func httpStatus(err error) int {
 }
 
 func TestSDKConformance(t *testing.T) {
-	sb, ts, rec := openSDKSandbox(t)
+	sb, ts, rec := openSDKSandbox(t, nil)
 	ctx := t.Context()
 
 	t.Run("Run", func(t *testing.T) {
@@ -246,9 +246,7 @@ func TestSDKConformance(t *testing.T) {
 			t.Fatalf("stdout %q, want invalid bytes as U+FFFD", res.Stdout)
 		}
 	})
-	t.Run("Timeout", func(t *testing.T) {
-		// The SDK sends only the command; the server's default applies,
-		// so ask the shell for a signal instead and check 128+N.
+	t.Run("Signal", func(t *testing.T) {
 		res, err := sb.Run(ctx, "kill -KILL $$")
 		if err != nil {
 			t.Fatalf("Run: %v", err)
@@ -267,5 +265,18 @@ func TestSDKConformance(t *testing.T) {
 	}
 	if len(rec.ids) == 0 {
 		t.Errorf("no request reached the server through the SDK")
+	}
+}
+
+// TestSDKRunTimeout: the SDK sends only the command, so the server's
+// default deadline (SANDBOX_EXEC_TIMEOUT_SECONDS) applies.
+func TestSDKRunTimeout(t *testing.T) {
+	sb, _, _ := openSDKSandbox(t, func(c *Config) { c.ExecTimeout = time.Second })
+	res, err := sb.Run(t.Context(), "echo before; sleep 30 & sleep 30")
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.ExitCode != 124 || res.Stdout != "before\n" || !strings.Contains(res.Stderr, "timed out after 1s") {
+		t.Fatalf("Run past the deadline = %+v, want exit 124, the output so far and a note", res)
 	}
 }
