@@ -183,8 +183,8 @@ func (b *Backend) bwrapArgs(l layout) []string {
 		"--",
 		"/bin/sh", "-c", lifelineScript, "sandbox-lifeline",
 		serverBin,
-		"--addr", "unix:" + runDir + "/" + socketName,
-		"--grpc-addr", "unix:" + runDir + "/" + grpcSocketName,
+		"--addr", "unix:"+runDir+"/"+socketName,
+		"--grpc-addr", "unix:"+runDir+"/"+grpcSocketName,
 		"--base-dir", appDir,
 		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
 	)
