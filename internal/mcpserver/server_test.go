@@ -47,7 +47,7 @@ func newTestServer(t *testing.T, cfg Config) (*Server, *hostBackend) {
 
 // connectMemory connects an SDK client to s over an in-memory pipe, the
 // way a stdio client talks to the process.
-func connectMemory(t *testing.T, s *Server, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connectMemory(t testing.TB, s *Server, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
@@ -72,7 +72,7 @@ func connectMemory(t *testing.T, s *Server, opts *mcp.ClientOptions) *mcp.Client
 	return cs
 }
 
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
