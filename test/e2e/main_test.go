@@ -65,13 +65,29 @@ func runMain(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	seedRoot := os.Getenv("E2E_CACHE_DIR")
+	if seedRoot == "" {
+		seedRoot = filepath.Join(repo, ".cache", "e2e-bin")
+	}
+	if err := os.MkdirAll(seedRoot, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	seedStart := time.Now()
+	seed, err := cluster.EnsureGoCacheSeed(ctx, seedRoot)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: Go build cache seed %s ready in %s\n", seed, time.Since(seedStart).Round(10*time.Millisecond))
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{
-		Binaries: bins,
-		Dir:      work,
-		CRDDir:   crds,
-		PIDFile:  filepath.Join(work, "pids"),
-		Logger:   log,
+		Binaries:    bins,
+		Dir:         work,
+		CRDDir:      crds,
+		GoCacheSeed: seed,
+		PIDFile:     filepath.Join(work, "pids"),
+		Logger:      log,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: control plane did not come up (logs in %s/logs):\n%v\n", work, err)

@@ -92,6 +92,9 @@ type Config struct {
 	Dir string
 	// CRDDir holds agent-sandbox's CRD manifests (k8s/crds of the module).
 	CRDDir string
+	// GoCacheSeed, when set, is copied into each pod's GOCACHE (see
+	// EnsureGoCacheSeed).
+	GoCacheSeed string
 	// PIDFile, when set, collects the PIDs of started processes so a
 	// wrapper can kill them if the test binary dies.
 	PIDFile string
@@ -286,6 +289,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	node, err := processnode.New(processnode.Config{
 		Client: c.Client, Dynamic: c.Dynamic,
 		ServerBinary: b.SandboxServer,
+		GoCacheSeed:  c.cfg.GoCacheSeed,
 		Dir:          filepath.Join(c.Dir, "node"),
 		Logger:       slog.New(slog.NewTextHandler(nodeLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

@@ -3,8 +3,10 @@ package processnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +23,11 @@ var rerootedEnv = []string{"HOME", "SANDBOX_HOME", "TMPDIR", "GOCACHE", "GOPATH"
 // (literal values, fieldRef, configMap/secret refs, envFrom, $(VAR)
 // expansion), then adapts it to a host process: PATH comes from the host
 // (the image's binaries are not here), variables in rerootedEnv move under
-// root, and SANDBOX_BASE_DIR is the pod's work directory. It returns
+// root, wildcard listen addresses (":9090") bind the pod IP, GOCACHE is
+// root/gocache when seededGoCache is set and the pod names none, and
+// SANDBOX_BASE_DIR is the pod's work directory. It returns
 // "KEY=value" pairs sorted by key.
-func podEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, hostPath, root, workDir string, podIP string) ([]string, error) {
+func podEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, hostPath, root, workDir string, podIP string, seededGoCache bool) ([]string, error) {
 	env := map[string]string{}
 	for _, from := range c.EnvFrom {
 		data, err := envFromData(ctx, client, pod.Namespace, from)
@@ -48,6 +52,14 @@ func podEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c
 		}
 	}
 
+	// A wildcard listen address (":9090") means the pod's own network
+	// namespace in a pod; here it becomes the pod IP, or every pod would
+	// fight over the same host port.
+	for k, v := range env {
+		if port, ok := wildcardPort(v); ok {
+			env[k] = net.JoinHostPort(podIP, port)
+		}
+	}
 	env["PATH"] = hostPath
 	if _, ok := env["HOME"]; !ok {
 		env["HOME"] = "/root"
@@ -57,6 +69,9 @@ func podEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c
 			env[k] = filepath.Join(root, v)
 		}
 	}
+	if _, ok := env["GOCACHE"]; !ok && seededGoCache {
+		env["GOCACHE"] = filepath.Join(root, "gocache")
+	}
 	env["SANDBOX_BASE_DIR"] = workDir
 
 	out := make([]string, 0, len(env))
@@ -65,6 +80,19 @@ func podEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// wildcardPort reports whether v is a listen address on every interface
+// (":N", "0.0.0.0:N" or "[::]:N") and returns its port.
+func wildcardPort(v string) (string, bool) {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+		return "", false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return "", false
+	}
+	return port, true
 }
 
 // expandRefs replaces $(NAME) with NAME's earlier value; $$(NAME) stays a

@@ -55,9 +55,12 @@ func TestPodEnv(t *testing.T) {
 			{Name: "PATH", Value: "/image/bin"},
 			{Name: "SANDBOX_BASE_DIR", Value: "/app"},
 			{Name: "RELATIVE", Value: "rel/dir"},
+			{Name: "SANDBOXD_GRPC_ADDR", Value: ":9090"},
+			{Name: "SANDBOXD_REST_ADDR", Value: "0.0.0.0:9091"},
+			{Name: "UPSTREAM", Value: "example.com:443"},
 		},
 	}
-	env, err := podEnv(context.Background(), client, pod, c, "/host/bin", "/pods/u-1", "/pods/u-1/app", "127.77.0.9")
+	env, err := podEnv(context.Background(), client, pod, c, "/host/bin", "/pods/u-1", "/pods/u-1/app", "127.77.0.9", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +68,15 @@ func TestPodEnv(t *testing.T) {
 		"CFG_MODE=fast", "CFG_LEVEL=3", "GREETING=hi fast", "POD=p", "IP=127.77.0.9", "APP=go", "TOKEN=s3cret",
 		"GOCACHE=/pods/u-1/cache/go-build", "PATH=/host/bin", "SANDBOX_BASE_DIR=/pods/u-1/app",
 		"HOME=/pods/u-1/root", "RELATIVE=rel/dir",
+		"SANDBOXD_GRPC_ADDR=127.77.0.9:9090", "SANDBOXD_REST_ADDR=127.77.0.9:9091", "UPSTREAM=example.com:443",
 	} {
 		if !slices.Contains(env, want) {
 			t.Errorf("env lacks %q: %v", want, env)
 		}
+	}
+	seeded, err := podEnv(context.Background(), client, pod, &corev1.Container{}, "/host/bin", "/pods/u-1", "/pods/u-1/app", "127.77.0.9", true)
+	if err != nil || !slices.Contains(seeded, "GOCACHE=/pods/u-1/gocache") {
+		t.Errorf("seeded GOCACHE: env %v, err %v; want GOCACHE=/pods/u-1/gocache", seeded, err)
 	}
 	if !slices.IsSorted(env) {
 		t.Errorf("env not sorted: %v", env)
@@ -77,17 +85,17 @@ func TestPodEnv(t *testing.T) {
 	// A missing, non-optional reference is an error naming it.
 	c.Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "k"}}}}
 	c.EnvFrom = nil
-	if _, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2"); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2", false); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("missing configmap: err = %v, want one naming it", err)
 	}
 	// An optional one is skipped.
 	c.Env[0].ValueFrom.ConfigMapKeyRef.Optional = ptr(true)
-	if env, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2"); err != nil || slices.ContainsFunc(env, func(s string) bool { return strings.HasPrefix(s, "X=") }) {
+	if env, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2", false); err != nil || slices.ContainsFunc(env, func(s string) bool { return strings.HasPrefix(s, "X=") }) {
 		t.Errorf("optional missing configmap: env %v, err %v; want X unset and no error", env, err)
 	}
 	// An unsupported fieldRef is refused.
 	c.Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.hostname"}}}}
-	if _, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2"); err == nil {
+	if _, err := podEnv(context.Background(), client, pod, c, "/bin", "/r", "/r/app", "127.0.0.2", false); err == nil {
 		t.Error("unsupported fieldRef: no error")
 	}
 }

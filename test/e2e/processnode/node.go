@@ -48,6 +48,11 @@ type Config struct {
 	ServerBinary string
 	// Dir holds per-pod directories (Dir/pods/<uid>) and server logs (Dir/logs).
 	Dir string
+	// GoCacheSeed, when set, is a Go build cache copied into each pod's
+	// GOCACHE before its process starts, as the template's seed-cache init
+	// container copies the image's prebuilt cache. A pod whose env names no
+	// GOCACHE gets Dir/pods/<uid>/gocache.
+	GoCacheSeed string
 	// PodPrefix is the loopback prefix pod IPs come from; default 127.77.0.0/16.
 	PodPrefix netip.Prefix
 	// MaxGracePeriod caps a pod's termination grace period; default 5 s.

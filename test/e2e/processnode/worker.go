@@ -127,11 +127,22 @@ func (w *podWorker) run(ctx context.Context, pod *corev1.Pod) {
 			return
 		}
 	}
-	env, err := podEnv(ctx, n.cfg.Client, pod, c, os.Getenv("PATH"), dir, workDir, ip.String())
+	env, err := podEnv(ctx, n.cfg.Client, pod, c, os.Getenv("PATH"), dir, workDir, ip.String(), n.cfg.GoCacheSeed != "")
 	if err != nil {
 		w.fail(pod, "CreateContainerConfigError", err)
 		<-ctx.Done()
 		return
+	}
+	if n.cfg.GoCacheSeed != "" {
+		for _, kv := range env {
+			if v, ok := cutKey(kv, "GOCACHE"); ok {
+				if err := os.CopyFS(v, os.DirFS(n.cfg.GoCacheSeed)); err != nil {
+					w.fail(pod, "CreateContainerError", fmt.Errorf("seed GOCACHE %s from %s: %w", v, n.cfg.GoCacheSeed, err))
+					<-ctx.Done()
+					return
+				}
+			}
+		}
 	}
 	for _, k := range rerootedEnv {
 		for _, kv := range env {
