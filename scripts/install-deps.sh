@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
+	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 )
 
 missing=()

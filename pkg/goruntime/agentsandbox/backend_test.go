@@ -522,7 +522,7 @@ func TestExecEnvAndTimeout(t *testing.T) {
 	t.Run("TimeoutKillsTheProcessGroup", func(t *testing.T) {
 		start := time.Now()
 		res, err := sb.Exec(ctx, goruntime.ExecRequest{
-			Command: "echo started; (sleep 30; echo orphan > orphan.txt) & sleep 30; echo finished",
+			Command: `echo started; sh -c 'echo $$ > bg.pid; exec sleep 30' & sleep 30; echo finished`,
 			Timeout: 500 * time.Millisecond,
 		})
 		if err != nil {
@@ -538,12 +538,12 @@ func TestExecEnvAndTimeout(t *testing.T) {
 			t.Errorf("timed-out Exec took %s", el)
 		}
 		// The background child was in the process group: it must be gone.
-		res, err = sb.Exec(ctx, goruntime.ExecRequest{Command: "ps -eo args | grep -c '^sleep 30$' || true"})
+		res, err = sb.Exec(ctx, goruntime.ExecRequest{Command: `pid=$(cat bg.pid) && for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || { echo gone; exit 0; }; sleep 0.2; done; echo "alive $pid"`})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSpace(res.Stdout) != "0" {
-			t.Errorf("sleep 30 processes left after the timeout: %s", res.Stdout)
+		if res.Stdout != "gone\n" {
+			t.Errorf("background child after the timeout: %q %q, want gone", res.Stdout, res.Stderr)
 		}
 	})
 	t.Run("TermIgnored", func(t *testing.T) {
