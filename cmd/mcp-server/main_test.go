@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -310,4 +311,53 @@ func mcpRunner(b *testing.B, command string) func() {
 	}
 	run()
 	return run
+}
+
+// TestConfigExamples checks the client configurations in examples/mcp:
+// each is valid JSON with an mcpServers entry, and each stdio entry's
+// flags are accepted by the binary.
+func TestConfigExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/mcp/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			MCPServers map[string]struct {
+				Command string   `json:"command"`
+				Args    []string `json:"args"`
+				URL     string   `json:"url"`
+				HTTPURL string   `json:"httpUrl"`
+			} `json:"mcpServers"`
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		srv, ok := cfg.MCPServers["go-sandbox"]
+		if !ok {
+			t.Errorf("%s: no mcpServers.go-sandbox entry", f)
+			continue
+		}
+		switch {
+		case srv.Command != "":
+			if srv.Command != "mcp-server" {
+				t.Errorf("%s: command %q, want mcp-server", f, srv.Command)
+			}
+			cmd := exec.Command(serverBin, append(srv.Args, "--version")...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s: mcp-server %v: %v\n%s", f, srv.Args, err, out)
+			}
+		case srv.URL != "" || srv.HTTPURL != "":
+			if u := srv.URL + srv.HTTPURL; u != "http://127.0.0.1:8931/mcp" {
+				t.Errorf("%s: url %q, want the documented http://127.0.0.1:8931/mcp", f, u)
+			}
+		default:
+			t.Errorf("%s: entry has neither command nor url", f)
+		}
+	}
 }
