@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildDemo builds this command the way a user's `go build` would, so the
+// test runs the same binary (which re-executes itself as the sandbox's
+// runtime server).
+func buildDemo(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "demo")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestDemoBothFlowsLocal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
+	}
+	bin := buildDemo(t)
+	cmd := exec.Command(bin, "--state-dir", t.TempDir())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"=== single-file smoke flow ===",
+		"-- go run main.go [exit=0] --",
+		"sum(1..100)=5050",
+		"-- ./app [exit=0] --",
+		"=== multi-file module flow ===",
+		"Hello, Alice!", "Hello, Bob!", "Hello, Carol!",
+		"ok  \texample.com/hello/greet",
+		"==> PoC complete",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "provisioning local sandbox") {
+		t.Errorf("demo did not report provisioning on stderr:\n%s", stderr.String())
+	}
+}
+
+func TestDemoKeepThenClaim(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
+	}
+	bin := buildDemo(t)
+	state := t.TempDir()
+	out, err := exec.Command(bin, "--state-dir", state, "--flow=smoke", "--keep").CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo --keep: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "reattach with --claim=")
+	if !ok {
+		t.Fatalf("demo --keep printed no claim:\n%s", out)
+	}
+	id := strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
+	// The reattached sandbox still holds the binary the first run built.
+	out, err = exec.Command(bin, "--state-dir", state, "--flow=smoke", "--claim="+id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo --claim=%s: %v\n%s", id, err, out)
+	}
+	if !strings.Contains(string(out), "==> PoC complete") {
+		t.Fatalf("demo --claim output lacks the end line:\n%s", out)
+	}
+	// Without --keep the second run deleted the sandbox: attaching fails.
+	out, err = exec.Command(bin, "--state-dir", state, "--flow=smoke", "--claim="+id).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "stage provision") {
+		t.Fatalf("attach to a deleted sandbox: err=%v, want a provision-stage failure\n%s", err, out)
+	}
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	bin := buildDemo(t)
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--backend=nowhere"}, 1, `--backend="nowhere"`},
+		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
+		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"--flow=bogus", "--state-dir", t.TempDir()}, 1, `unknown flow "bogus"`},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bin, tt.args...)
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != tt.code || !strings.Contains(string(out), tt.want) {
+			t.Errorf("demo %q: exit %d, output:\n%s\nwant exit %d and %q", tt.args, cmd.ProcessState.ExitCode(), out, tt.code, tt.want)
+		}
+	}
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--flow") || !strings.Contains(string(out), "Examples:") {
+		t.Errorf("demo --help: %v\n%s", err, out)
+	}
+}
