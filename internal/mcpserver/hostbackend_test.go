@@ -62,6 +62,13 @@ func (b *hostBackend) Attach(ctx context.Context, id string) (goruntime.Sandbox,
 	return sb, nil
 }
 
+// sandbox returns the live sandbox with the given ID, or nil.
+func (b *hostBackend) sandbox(id string) *hostSandbox {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[id]
+}
+
 func (b *hostBackend) liveCount() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -69,14 +76,18 @@ func (b *hostBackend) liveCount() int {
 }
 
 type hostSandbox struct {
-	b   *hostBackend
-	id  string
-	dir string
+	b    *hostBackend
+	id   string
+	dir  string
+	dead atomic.Bool // set by a test: calls fail with ErrSandboxGone
 }
 
 func (s *hostSandbox) ID() string { return s.id }
 
 func (s *hostSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if s.dead.Load() {
+		return nil, fmt.Errorf("exec in %s: %w", s.id, goruntime.ErrSandboxGone)
+	}
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = 300 * time.Second
@@ -124,6 +135,9 @@ func (s *hostSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gor
 }
 
 func (s *hostSandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+	if s.dead.Load() {
+		return fmt.Errorf("upload to %s: %w", s.id, goruntime.ErrSandboxGone)
+	}
 	if strings.Contains(name, "/") {
 		return fmt.Errorf("write %s: %w", name, goruntime.ErrPathEscape)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // These tests drive the server through the real MCP SDK client, over the
@@ -32,8 +35,8 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func newTestServer(t *testing.T, cfg Config) (*Server, *hostBackend) {
 	t.Helper()
-	hb, ok := cfg.Backend.(*hostBackend)
-	if !ok {
+	hb, _ := cfg.Backend.(*hostBackend)
+	if cfg.Backend == nil {
 		hb = newHostBackend(t.TempDir())
 		cfg.Backend = hb
 	}
@@ -400,6 +403,55 @@ func TestCallsInASessionAreSerialized(t *testing.T) {
 	res := call(t, cs, "read_file", map[string]any{"path": "log"})
 	if want := strings.Repeat("start\nend\n", 3); text(res) != want {
 		t.Fatalf("calls interleaved:\n%s", text(res))
+	}
+}
+
+func TestDeadSandboxIsReplaced(t *testing.T) {
+	s, hb := newTestServer(t, Config{})
+	cs := connectMemory(t, s, nil)
+	out := runOut(t, call(t, cs, "run_go_code", map[string]any{"command": "true"}))
+	hb.sandbox(out.SandboxID).dead.Store(true)
+	res := call(t, cs, "run_go_code", map[string]any{"command": "true"})
+	if !res.IsError || !strings.Contains(text(res), "sandbox is gone") || !strings.Contains(text(res), "next call starts a new") {
+		t.Fatalf("call in a dead sandbox: %q", text(res))
+	}
+	res = call(t, cs, "run_go_code", map[string]any{"command": "true"})
+	if res.IsError || runOut(t, res).SandboxID == out.SandboxID || hb.opened.Load() != 2 {
+		t.Fatalf("call after the sandbox died: %q (opened %d)", text(res), hb.opened.Load())
+	}
+}
+
+// stuckBackend fails or hangs in Open.
+type stuckBackend struct {
+	hostBackend
+	err error // returned by Open; nil means block until ctx is done
+}
+
+func (b *stuckBackend) Open(ctx context.Context) (goruntime.Sandbox, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestOpenFailuresAreExplained(t *testing.T) {
+	unavailable := &stuckBackend{err: fmt.Errorf("local backend: bubblewrap (bwrap) not found: run scripts/install-deps.sh: %w", goruntime.ErrUnavailable)}
+	s, _ := newTestServer(t, Config{Backend: unavailable})
+	cs := connectMemory(t, s, nil)
+	res := call(t, cs, "run_go_code", map[string]any{"command": "true"})
+	if !res.IsError || !strings.Contains(text(res), "backend is unavailable") || !strings.Contains(text(res), "install-deps.sh") {
+		t.Fatalf("unavailable backend: %q", text(res))
+	}
+
+	s2, _ := newTestServer(t, Config{Backend: &stuckBackend{}, OpenTimeout: 100 * time.Millisecond})
+	cs2 := connectMemory(t, s2, nil)
+	res = call(t, cs2, "run_go_code", map[string]any{"command": "true"})
+	if !res.IsError || !strings.Contains(text(res), "--open-timeout=100ms") {
+		t.Fatalf("slow open: %q", text(res))
+	}
+	if s2.OpenSandboxes() != 0 {
+		t.Fatalf("a failed open is counted as an open sandbox")
 	}
 }
 

@@ -217,7 +217,9 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, open bool, 
 	err = fn(sess, reaped)
 	if errors.Is(err, goruntime.ErrSandboxGone) {
 		// Forget the dead sandbox so the session's next call opens a new one.
-		s.pool.closeSession(context.WithoutCancel(ctx), sl, "sandbox gone")
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		s.pool.closeSession(cctx, sl, "sandbox gone")
+		cancel()
 	}
 	return err
 }
