@@ -296,7 +296,7 @@ func (b *Backend) explainOpen(err error, claim string) error {
 	switch {
 	case errors.Is(err, sandbox.ErrClaimFailed):
 		return fmt.Errorf("create a claim on warm pool %s/%s (RBAC needs create on sandboxclaims.extensions.agents.x-k8s.io): %w", ns, pool, err)
-	case errors.Is(err, sandbox.ErrTimeout) && strings.Contains(err.Error(), "gateway"):
+	case errors.Is(err, sandbox.ErrTimeout) && strings.Contains(err.Error(), "did not get an address"):
 		return fmt.Errorf("gateway %s/%s has no address after %s (is a Gateway controller installed?): %w",
 			b.opts.GatewayNamespace, b.opts.GatewayName, b.opts.ReadyTimeout, err)
 	case errors.Is(err, sandbox.ErrTimeout):

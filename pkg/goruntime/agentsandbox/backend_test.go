@@ -54,7 +54,7 @@ type clusterSetup struct {
 	pool, template bool // create the warm pool / its template
 }
 
-func newCluster(t *testing.T, setup clusterSetup) *cluster {
+func newCluster(t testing.TB, setup clusterSetup) *cluster {
 	t.Helper()
 	c := &cluster{
 		agents: fakeagents.NewSimpleClientset(),     //nolint:staticcheck // the SDK's clientsets have no apply configurations
@@ -186,7 +186,7 @@ type router struct {
 	headers []http.Header
 }
 
-func newRouter(t *testing.T) *router {
+func newRouter(t testing.TB) *router {
 	t.Helper()
 	dir := t.TempDir()
 	rs, err := runtimeserver.New(runtimeserver.Config{
@@ -220,7 +220,7 @@ func (r *router) last() http.Header {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newBackend(t *testing.T, c *cluster, r *router, mod func(*Options)) *Backend {
+func newBackend(t testing.TB, c *cluster, r *router, mod func(*Options)) *Backend {
 	t.Helper()
 	opts := Options{
 		Namespace:    testNS,
