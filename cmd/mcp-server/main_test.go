@@ -361,3 +361,54 @@ func TestConfigExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistentThenClaim leaves a stdio sandbox running with --persistent
+// and reattaches a second server process to it with --claim.
+func TestPersistentThenClaim(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	logs := &logSink{}
+	first := smoke.StdioTarget(serverBin, []string{"--persistent"}, logs)
+	cs, err := first.Connect(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := smoke.RunGo(ctx, cs, map[string]string{"notes/kept.txt": "from the first server\n"}, "true", 0)
+	if err != nil || r.IsError {
+		t.Fatalf("first server: %v %+v", err, r)
+	}
+	id := r.Out.SandboxID
+	if err := cs.Close(); err != nil {
+		t.Fatalf("close the first server: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "claim="+id) {
+		t.Fatalf("the first server did not log the sandbox to claim:\n%s", logs.String())
+	}
+
+	second := smoke.StdioTarget(serverBin, []string{"--claim=" + id}, logs)
+	cs, err = second.Connect(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	txt, isErr, err := smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "notes/kept.txt"})
+	if err != nil || isErr || txt != "from the first server\n" {
+		t.Fatalf("second server reading the claimed sandbox: %q isError=%v err=%v\n%s", txt, isErr, err, logs.String())
+	}
+	// Without --persistent the second server closes the sandbox on exit:
+	// a third claim finds nothing.
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	third := smoke.StdioTarget(serverBin, []string{"--claim=" + id}, logs)
+	cs, err = third.Connect(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	txt, isErr, err = smoke.Tool(ctx, cs, "list_files", nil)
+	if err != nil || !isErr || !strings.Contains(txt, "not found") {
+		t.Fatalf("claiming a closed sandbox: %q isError=%v err=%v", txt, isErr, err)
+	}
+}
