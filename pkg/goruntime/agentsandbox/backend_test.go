@@ -109,7 +109,9 @@ func newCluster(t testing.TB, setup clusterSetup) *cluster {
 			adopt := c.adopt
 			c.mu.Unlock()
 			if adopt {
-				c.makeReady(claim)
+				if err := c.makeReady(claim); err != nil {
+					t.Errorf("fake controller: adopt claim %s: %v", claim.Name, err)
+				}
 			}
 		}
 	}()
@@ -122,8 +124,9 @@ func newCluster(t testing.TB, setup clusterSetup) *cluster {
 	return c
 }
 
-// makeReady adopts a warm sandbox for claim.
-func (c *cluster) makeReady(claim *extv1beta1.SandboxClaim) {
+// makeReady adopts a warm sandbox for claim. A claim deleted meanwhile is
+// not an error (a real controller sees that too).
+func (c *cluster) makeReady(claim *extv1beta1.SandboxClaim) error {
 	ctx := context.Background()
 	name := DefaultWarmPool + "-" + strings.TrimPrefix(claim.Name, "sandbox-claim-")
 	_, err := c.agents.AgentsV1beta1().Sandboxes(testNS).Create(ctx, &sandboxv1beta1.Sandbox{
@@ -140,13 +143,15 @@ func (c *cluster) makeReady(claim *extv1beta1.SandboxClaim) {
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		panic(err)
+		return err
 	}
 	claim = claim.DeepCopy()
 	claim.Status.SandboxStatus.Name = name
-	if _, err := c.ext.ExtensionsV1beta1().SandboxClaims(testNS).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
-		panic(err)
+	_, err = c.ext.ExtensionsV1beta1().SandboxClaims(testNS).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	if k8serrors.IsNotFound(err) {
+		return nil
 	}
+	return err
 }
 
 func (c *cluster) setAdopt(v bool) {
