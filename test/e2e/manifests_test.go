@@ -107,8 +107,8 @@ func TestManifestsBase(t *testing.T) {
 	}
 }
 
-// TestOverlaysServerDryRun renders every overlay under manifests/overlays
-// and sends it to the API server as a server-side dry run, so admission and
+// TestOverlaysServerDryRun renders every overlay under manifests/overlays,
+// and manifests/router, and sends it to the API server as a server-side dry run, so admission and
 // CRD validation check every object without creating anything.
 func TestOverlaysServerDryRun(t *testing.T) {
 	ensureBase(t)
@@ -125,11 +125,15 @@ func TestOverlaysServerDryRun(t *testing.T) {
 	if len(overlays) == 0 {
 		t.Fatalf("no overlays with a kustomization.yaml under manifests/overlays")
 	}
+	// The router's own kustomization is checked the same way.
+	overlays = append(overlays, filepath.Join(shared.repo, "manifests", "router"))
 	for _, d := range overlays {
 		t.Run(filepath.Base(d), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "--field-manager=e2e-dry-run", "-n", testNS, "-k", d)
+			// The same field manager as the base's apply: an overlay applied
+			// over the base by the same user changes fields, not owners.
+			out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "--field-manager=e2e", "-n", testNS, "-k", d)
 			if err != nil {
 				t.Fatalf("server-side dry run: %v\n%s", err, out)
 			}
