@@ -12,6 +12,7 @@
 # Env:
 #   E2E_RUN      -run pattern (default: every test)
 #   E2E_CLAIMS   claims the latency benchmark makes (default 12)
+#   E2E_TIMEOUT  go test -timeout (default 20m)
 #   E2E_KEEP=1   keep the work directory (logs) even when everything passed
 #   E2E_CACHE_DIR  where build-tools.sh caches binaries (default .cache/e2e-bin)
 set -euo pipefail
@@ -31,12 +32,18 @@ tools="$(bash test/e2e/build-tools.sh)"
 t_tools=$(($(date +%s) - t0))
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")"
+# shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
 	local rc=$?
-	# Processes a crashed test binary left behind (it records every PID).
-	if [[ -f "$work/pids" ]]; then
+	# Processes a crashed test binary left behind: it records every PID; kill
+	# the groups of those still running one of this run's binaries.
+	if [[ $rc -ne 0 && -f "$work/pids" ]]; then
+		local pid exe
 		while read -r pid; do
-			kill -KILL -- "-$pid" 2>/dev/null || true
+			exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+			case "$exe" in
+			"$tools"/* | "$work"/bin/* | "$(command -v etcd)") kill -KILL -- "-$pid" 2>/dev/null || true ;;
+			esac
 		done <"$work/pids"
 	fi
 	if [[ $rc -eq 0 && "${E2E_KEEP:-0}" != 1 ]]; then
@@ -60,7 +67,7 @@ export E2E_WORK_DIR="$work"
 
 t0=$(date +%s)
 set +e
-go test -tags e2e -count=1 -v -timeout 20m \
+go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}" \
 	-run "${E2E_RUN:-.}" -bench "ClaimReady" -benchtime "${E2E_CLAIMS:-12}x" \
 	./test/e2e/ 2>&1 | tee "$work/go-test.log"
 rc=${PIPESTATUS[0]}

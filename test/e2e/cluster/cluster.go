@@ -290,6 +290,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		Client: c.Client, Dynamic: c.Dynamic,
 		ServerBinary: b.SandboxServer,
 		GoCacheSeed:  c.cfg.GoCacheSeed,
+		PIDFile:      c.cfg.PIDFile,
 		Dir:          filepath.Join(c.Dir, "node"),
 		Logger:       slog.New(slog.NewTextHandler(nodeLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

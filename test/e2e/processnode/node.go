@@ -62,6 +62,10 @@ type Config struct {
 	// GCResources lists the resources orphan cleanup scans; default
 	// DefaultGCResources.
 	GCResources []GCResource
+	// PIDFile, when set, collects the PID of every pod process started (each
+	// leads its own process group), so a wrapper can kill them if the
+	// process running the node dies.
+	PIDFile string
 	// Workers is the number of pods reconciled at once; default 4.
 	Workers int
 	Logger  *slog.Logger

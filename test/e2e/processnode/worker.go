@@ -238,6 +238,12 @@ func (w *podWorker) start(c *corev1.Container, ip netip.Addr, port int, env []st
 	w.mu.Lock()
 	w.proc.PID = cmd.Process.Pid
 	w.mu.Unlock()
+	if f := w.node.cfg.PIDFile; f != "" {
+		if pf, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			_, _ = fmt.Fprintf(pf, "%d\n", cmd.Process.Pid)
+			_ = pf.Close()
+		}
+	}
 	exited := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
