@@ -263,8 +263,15 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 			}
 		}
 		prog.say("running " + clip(in.Command, 80))
+		req := goruntime.Request{Files: files, Command: in.Command, Timeout: timeout}
 		var err error
-		res, err = sess.ExecuteStream(ctx, goruntime.Request{Files: files, Command: in.Command, Timeout: timeout}, prog.chunk)
+		if prog.active() {
+			res, err = sess.ExecuteStream(ctx, req, prog.chunk)
+		} else {
+			// Nobody listens for progress: skip streaming, which costs a
+			// connection per call on some backends.
+			res, err = sess.Execute(ctx, req)
+		}
 		return err
 	})
 	if err != nil {
@@ -506,6 +513,7 @@ func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, _ s
 // Config.ProgressInterval, with the elapsed seconds as progress, the
 // timeout as total and the latest output line as message.
 type progress struct {
+	on      bool // the client asked for progress
 	mu      sync.Mutex
 	message string
 	stopped chan struct{}
@@ -521,6 +529,7 @@ func (s *Server) startProgress(ctx context.Context, req *mcp.CallToolRequest, ti
 	if token == nil || req.Session == nil {
 		return p
 	}
+	p.on = true
 	start := time.Now()
 	send := func() {
 		p.mu.Lock()
@@ -555,6 +564,9 @@ func (s *Server) startProgress(ctx context.Context, req *mcp.CallToolRequest, ti
 	}()
 	return p
 }
+
+// active reports whether notifications are being sent.
+func (p *progress) active() bool { return p.on }
 
 // say sets the message of the next notification.
 func (p *progress) say(msg string) {
