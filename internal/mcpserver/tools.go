@@ -33,7 +33,7 @@ command runs with /bin/sh -c in /app (pipes, && and ; work). Examples:
 - tests: "go test ./..." or "go test -run TestParse -v ./parser"; a package holding only _test.go files needs go test, not go run
 - checks: "go vet ./...", "gofmt -l ."
 
-A failing command is not a tool failure: the result has isError true with the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, ...). Compile errors read file:line:col: message in stderr. Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. The sandbox has no network: use the standard library and modules already in the module cache.`
+A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, ...): read stderr, fix, call again. Compile errors read file:line:col: message in stderr. Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
 
 // RunInput is run_go_code's input.
 type RunInput struct {
