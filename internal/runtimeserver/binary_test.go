@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // serverBinary builds cmd/sandbox-server once per test run.
@@ -117,7 +119,7 @@ func startWrapped(t testing.TB, wrapper []string, env []string, args ...string) 
 }
 
 // execute posts a command to the binary and decodes the answer.
-func (p *proc) execute(t testing.TB, client *http.Client, url string, body map[string]any) execResult {
+func (p *proc) execute(t testing.TB, client *http.Client, url string, body map[string]any) runtimeapi.ExecuteResponse {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	resp, err := client.Post(url+"/execute", "application/json", strings.NewReader(string(b)))
@@ -125,7 +127,7 @@ func (p *proc) execute(t testing.TB, client *http.Client, url string, body map[s
 		t.Fatalf("POST /execute: %v\n%s", err, p.logs())
 	}
 	defer resp.Body.Close()
-	var res execResult
+	var res runtimeapi.ExecuteResponse
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("POST /execute: status %d, decode %v", resp.StatusCode, err)
 	}
@@ -270,7 +272,7 @@ func TestBinarySIGTERMKillsCommandsAndExits(t *testing.T) {
 	p := startBinary(t, os.Environ())
 	tok := sleepToken()
 	t.Cleanup(func() { killArg(tok) })
-	done := make(chan execResult, 1)
+	done := make(chan runtimeapi.ExecuteResponse, 1)
 	go func() {
 		done <- p.execute(t, http.DefaultClient, p.url, map[string]any{"command": fmt.Sprintf("sleep %[1]s & sleep %[1]s", tok)})
 	}()

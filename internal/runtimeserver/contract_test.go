@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 func TestHealthAndRouting(t *testing.T) {
@@ -159,7 +161,7 @@ func TestPipeHeldByBackgroundChildDoesNotHang(t *testing.T) {
 	ts := startServer(t, nil)
 	tok := sleepToken()
 	t.Cleanup(func() { killArg(tok) })
-	done := make(chan execResult, 1)
+	done := make(chan runtimeapi.ExecuteResponse, 1)
 	go func() {
 		done <- ts.exec(t, map[string]any{"command": "sleep " + tok + " & echo leader done", "timeout_seconds": 600})
 	}()
@@ -281,7 +283,7 @@ func TestOutputCapAndEncoding(t *testing.T) {
 			if len(raw) > 2*share {
 				t.Fatalf("response %d bytes, want at most %d", len(raw), 2*share)
 			}
-			var res execResult
+			var res runtimeapi.ExecuteResponse
 			_ = json.Unmarshal(raw, &res)
 			if !res.StdoutTruncated || !res.StderrTruncated {
 				t.Fatalf("truncation flags %v %v, want both", res.StdoutTruncated, res.StderrTruncated)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // pipeGrace is how long a command's output pipes may stay open after its
@@ -34,19 +36,6 @@ type execSpec struct {
 	env     map[string]string
 }
 
-// execResult is the /execute response body: the legacy fields first, then
-// our extensions.
-type execResult struct {
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	ExitCode        int     `json:"exit_code"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	TimedOut        bool    `json:"timed_out"`
-	Signal          int     `json:"signal"`
-	DurationMS      float64 `json:"duration_ms"`
-}
-
 // procStarter starts a command so that the orphan reaper never takes its
 // exit status, and is told once the command has been waited for.
 type procStarter interface {
@@ -59,7 +48,7 @@ type procStarter interface {
 // the deadline passes, the whole group is killed with SIGKILL; output
 // written before that is kept. The error is non-nil only when the command
 // could not be started.
-func (s *Server) run(ctx context.Context, spec execSpec) (*execResult, error) {
+func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteResponse, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, spec.timeout, errDeadline)
 	defer cancel()
 
@@ -88,7 +77,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*execResult, error) {
 	s.procs.Done(cmd.Process.Pid)
 	elapsed := time.Since(start)
 
-	res := &execResult{DurationMS: float64(elapsed.Microseconds()) / 1000}
+	res := &runtimeapi.ExecuteResponse{DurationMS: float64(elapsed.Microseconds()) / 1000}
 	var note string
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	cause := context.Cause(ctx)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/pathsafe"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // copyBufferSize is the buffer uploads are copied to disk with.
@@ -25,7 +26,7 @@ const copyBufferSize = 1 << 20
 const multipartSlack = 1 << 20
 
 func accessDenied(w http.ResponseWriter) {
-	writeJSON(w, http.StatusForbidden, map[string]string{"message": "Access denied"})
+	writeJSON(w, http.StatusForbidden, runtimeapi.Message{Message: "Access denied"})
 }
 
 // refused reports whether a resolution error means the name must be
@@ -74,7 +75,7 @@ func (s *Server) uploadBodyFailed(w http.ResponseWriter, err error) {
 			"message": fmt.Sprintf("Upload exceeds the limit of %d bytes", s.cfg.MaxUploadBytes)})
 		return
 	}
-	writeJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("Malformed upload body: %v", err)})
+	writeJSON(w, http.StatusBadRequest, runtimeapi.Message{Message: fmt.Sprintf("Malformed upload body: %v", err)})
 }
 
 // saveUpload streams part to a temporary file beside name's target and
@@ -94,7 +95,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		s.uploadFailed(w, name, err)
 		return
 	case rel == ".":
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("Filename %q names the base directory", name)})
+		writeJSON(w, http.StatusBadRequest, runtimeapi.Message{Message: fmt.Sprintf("Filename %q names the base directory", name)})
 		return
 	}
 	root := s.root.OS()
@@ -105,7 +106,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	}
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-			writeJSON(w, http.StatusConflict, map[string]string{"message": fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name)})
+			writeJSON(w, http.StatusConflict, runtimeapi.Message{Message: fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name)})
 			return
 		}
 		s.uploadFailed(w, name, err)
@@ -114,7 +115,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	perm := fs.FileMode(0o644)
 	if fi, err := root.Stat(rel); err == nil {
 		if fi.IsDir() {
-			writeJSON(w, http.StatusConflict, map[string]string{"message": fmt.Sprintf("Cannot upload %q: it is a directory", name)})
+			writeJSON(w, http.StatusConflict, runtimeapi.Message{Message: fmt.Sprintf("Cannot upload %q: it is a directory", name)})
 			return
 		}
 		perm = fi.Mode().Perm()
@@ -147,7 +148,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		s.uploadFailed(w, name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully.", name)})
+	writeJSON(w, http.StatusOK, runtimeapi.Message{Message: fmt.Sprintf("File '%s' uploaded successfully.", name)})
 }
 
 // copyChunks copies src to dst in chunks of copyBufferSize, so the file
@@ -181,13 +182,13 @@ func copyChunks(dst io.Writer, src io.Reader) (n int64, readErr, writeErr error)
 
 func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
 	s.log.Error("upload", "name", name, "err", err)
-	writeJSON(w, http.StatusInternalServerError, map[string]string{"message": fmt.Sprintf("File upload failed: %v", err)})
+	writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("File upload failed: %v", err)})
 }
 
 // download handles GET /download/{path}: the file's bytes as
 // application/octet-stream (Range requests honoured).
 func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
-	notFound := func() { writeJSON(w, http.StatusNotFound, map[string]string{"message": "File not found"}) }
+	notFound := func() { writeJSON(w, http.StatusNotFound, runtimeapi.Message{Message: "File not found"}) }
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
@@ -217,19 +218,11 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
-// fileEntry is one /list entry.
-type fileEntry struct {
-	Name    string  `json:"name"`
-	Size    int64   `json:"size"`
-	Type    string  `json:"type"`
-	ModTime float64 `json:"mod_time"`
-}
-
 // list handles GET /list/{path}. A symlink is reported as what it points
 // to when that lies inside the base directory, otherwise as a "file" with
 // the link's own size and time.
 func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
-	notDir := func() { writeJSON(w, http.StatusNotFound, map[string]string{"message": "Path is not a directory"}) }
+	notDir := func() { writeJSON(w, http.StatusNotFound, runtimeapi.Message{Message: "Path is not a directory"}) }
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
@@ -247,16 +240,16 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 	}
 	d, err := root.Open(rel)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": fmt.Sprintf("List files failed: %v", err)})
+		writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("List files failed: %v", err)})
 		return
 	}
 	dirents, err := d.ReadDir(-1)
 	d.Close()
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": fmt.Sprintf("List files failed: %v", err)})
+		writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("List files failed: %v", err)})
 		return
 	}
-	entries := make([]fileEntry, 0, len(dirents))
+	entries := make([]runtimeapi.FileEntry, 0, len(dirents))
 	for _, de := range dirents {
 		info, err := de.Info()
 		if err != nil {
@@ -273,14 +266,14 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 		if info.IsDir() {
 			kind = "directory"
 		}
-		entries = append(entries, fileEntry{
+		entries = append(entries, runtimeapi.FileEntry{
 			Name:    de.Name(),
 			Size:    info.Size(),
 			Type:    kind,
 			ModTime: float64(info.ModTime().UnixNano()) / 1e9,
 		})
 	}
-	slices.SortFunc(entries, func(a, b fileEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(entries, func(a, b runtimeapi.FileEntry) int { return strings.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, entries)
 }
 

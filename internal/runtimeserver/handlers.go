@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // maxTimeout is the longest per-command timeout the server accepts.
@@ -26,7 +28,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 			"message": fmt.Sprintf("Request body exceeds %d bytes", s.cfg.MaxCommandBytes)})
 		return
 	case err != nil:
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("Reading request body failed: %v", err)})
+		writeJSON(w, http.StatusBadRequest, runtimeapi.Message{Message: fmt.Sprintf("Reading request body failed: %v", err)})
 		return
 	}
 	var req struct {
@@ -68,7 +70,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 	if err != nil {
 		// Upstream reports a command it could not start as exit code 1.
 		s.log.Error("execute", "command", clip(spec.command, 200), "err", err)
-		writeJSON(w, http.StatusOK, execResult{Stderr: fmt.Sprintf("Failed to execute command: %v", err), ExitCode: 1})
+		writeJSON(w, http.StatusOK, runtimeapi.ExecuteResponse{Stderr: fmt.Sprintf("Failed to execute command: %v", err), ExitCode: 1})
 		return
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "exec",

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // testServer is a Server behind a real HTTP listener on loopback.
@@ -71,20 +73,20 @@ func (l *lockedWriter) String() string {
 }
 
 // exec posts body (marshalled to JSON) to /execute and decodes a 200 answer.
-func (ts *testServer) exec(t testing.TB, body any) execResult {
+func (ts *testServer) exec(t testing.TB, body any) runtimeapi.ExecuteResponse {
 	t.Helper()
 	code, raw := ts.post(t, "/execute", "application/json", mustJSON(t, body))
 	if code != http.StatusOK {
 		t.Fatalf("POST /execute %s: status %d, body %s", mustJSON(t, body), code, raw)
 	}
-	var res execResult
+	var res runtimeapi.ExecuteResponse
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatalf("decode /execute answer %q: %v", raw, err)
 	}
 	return res
 }
 
-func (ts *testServer) run(t testing.TB, command string) execResult {
+func (ts *testServer) run(t testing.TB, command string) runtimeapi.ExecuteResponse {
 	t.Helper()
 	return ts.exec(t, map[string]any{"command": command})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/pathsafe"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 )
 
 // Config is the server's settings; Main fills it from flags and env.
@@ -162,7 +163,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	name, err := url.PathUnescape(rest)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("Bad path encoding: %v", err)})
+		writeJSON(w, http.StatusBadRequest, runtimeapi.Message{Message: fmt.Sprintf("Bad path encoding: %v", err)})
 		return
 	}
 	handle(w, r, name)

@@ -280,7 +280,9 @@ func (cg *cgroup) kill(keep map[int]bool, within time.Duration) error {
 	for {
 		pids, err := cg.procs()
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			// ENODEV: the group was removed while we read it (a concurrent
+			// prune of the same dead sandbox); either way it is empty.
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
 				return nil
 			}
 			return err

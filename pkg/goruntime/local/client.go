@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -60,25 +61,8 @@ func (c *client) ready(ctx context.Context) error {
 	return nil
 }
 
-type execRequest struct {
-	Command        string            `json:"command"`
-	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-}
-
-type execResponse struct {
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	ExitCode        int     `json:"exit_code"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	TimedOut        bool    `json:"timed_out"`
-	Signal          int     `json:"signal"`
-	DurationMS      float64 `json:"duration_ms"`
-}
-
-func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*execResponse, error) {
-	body := execRequest{Command: r.Command, Env: r.Env}
+func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*runtimeapi.ExecuteResponse, error) {
+	body := runtimeapi.ExecuteRequest{Command: r.Command, Env: r.Env}
 	if r.Timeout > 0 {
 		body.TimeoutSeconds = math.Max(r.Timeout.Seconds(), 0.001)
 	}
@@ -99,7 +83,7 @@ func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*execRespon
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("execute", resp)
 	}
-	var out execResponse
+	var out runtimeapi.ExecuteResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decode execute response: %w", err)
 	}
@@ -149,13 +133,6 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-type listEntry struct {
-	Name    string  `json:"name"`
-	Size    int64   `json:"size"`
-	Type    string  `json:"type"`
-	ModTime float64 `json:"mod_time"`
-}
-
 func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, error) {
 	resp, err := c.get(ctx, "/list/", p)
 	if err != nil {
@@ -165,7 +142,7 @@ func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, erro
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("list "+p, resp)
 	}
-	var entries []listEntry
+	var entries []runtimeapi.FileEntry
 	if err := json.NewDecoder(resp.Body).Decode(&entries); err != nil {
 		return nil, fmt.Errorf("decode list %s: %w", p, err)
 	}
