@@ -46,4 +46,4 @@ lint: deps ## shellcheck the scripts and render every kustomize overlay
 test: deps vet unit race lint e2e ## run every test
 
 bench: ## benchmarks: runtime server, local backend, MCP vs library
-	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/runtimeserver/ ./pkg/goruntime/local/ ./internal/mcpserver/
+	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/runtimeserver/ ./internal/sandboxd/ ./pkg/goruntime/local/ ./cmd/mcp-server/
