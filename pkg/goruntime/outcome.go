@@ -84,7 +84,9 @@ func Classify(command string, r *ExecResult) Outcome {
 		switch {
 		case strings.Contains(out, "[build failed]"), strings.Contains(out, "[setup failed]"):
 			return OutcomeBuildFailed
-		case testFailRE.MatchString(r.Stdout) && !panicRE.MatchString(out) || testFailRE.MatchString(r.Stdout) && strings.Contains(command, "test"):
+		case testFailRE.MatchString(r.Stdout) && (strings.Contains(command, "test") || !panicRE.MatchString(out)):
+			// A FAIL line is go test's verdict; outside go test it counts
+			// only when the program did not panic.
 			return OutcomeTestFailed
 		case panicRE.MatchString(r.Stderr):
 			return OutcomePanic
