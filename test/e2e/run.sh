@@ -46,6 +46,8 @@ cleanup() {
 			esac
 		done <"$work/pids"
 	fi
+	# etcd's data (cluster.Start keeps it in /dev/shm, named after $work).
+	rm -rf "/dev/shm/e2e-etcd-$(basename "$work")"
 	if [[ $rc -eq 0 && "${E2E_KEEP:-0}" != 1 ]]; then
 		rm -rf "$work"
 	else

@@ -170,7 +170,13 @@ func (c *Cluster) start(ctx context.Context) error {
 	if st, err := os.Stat(base); err != nil || !st.IsDir() {
 		base = c.Dir
 	}
-	if c.etcdDir, err = os.MkdirTemp(base, "e2e-etcd-"); err != nil {
+	// Named after the work directory, so a wrapper can find and remove it
+	// after a test binary that died (test/e2e/run.sh does).
+	c.etcdDir = filepath.Join(base, "e2e-etcd-"+filepath.Base(c.Dir))
+	if err := os.RemoveAll(c.etcdDir); err != nil {
+		return fmt.Errorf("etcd data dir: %w", err)
+	}
+	if err := os.MkdirAll(c.etcdDir, 0o700); err != nil {
 		return fmt.Errorf("etcd data dir: %w", err)
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
