@@ -20,7 +20,8 @@ deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-demo: deps ## run the demo's two flows in a local bubblewrap sandbox
+demo: ## install bubblewrap (apt), then run the demo's two flows in a local sandbox
+	bash scripts/install-deps.sh bubblewrap
 	$(GO) run ./cmd/demo --flow=$(FLOW)
 
 vet: ## go vet every package

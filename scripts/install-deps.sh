@@ -2,6 +2,9 @@
 # Installs the system packages go-runtime-sandbox needs on a Debian/Ubuntu
 # machine. Idempotent: packages already present are skipped, and apt-get
 # update runs only when something is missing.
+#
+# Usage: scripts/install-deps.sh             every package below (make test)
+#        scripts/install-deps.sh bubblewrap  only the named ones (make demo)
 set -euo pipefail
 
 # One package per line; say who needs it.
@@ -10,6 +13,19 @@ packages=(
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 )
+
+if [ "$#" -gt 0 ]; then
+	for want in "$@"; do
+		case " ${packages[*]} " in
+		*" $want "*) ;;
+		*)
+			echo "install-deps: unknown package $want (known: ${packages[*]})" >&2
+			exit 2
+			;;
+		esac
+	done
+	packages=("$@")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

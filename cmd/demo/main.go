@@ -84,6 +84,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: unexpected arguments %q (see --help)\n", fs.Args())
 		return 2
 	}
+	// Refuse bad values before a sandbox is provisioned.
+	if err := demo.CheckFlow(*flow); err != nil {
+		fmt.Fprintf(stderr, "demo: --flow: %v\n", err)
+		return 2
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "demo: --step-timeout=%s: must be positive\n", *timeout)
+		return 2
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug

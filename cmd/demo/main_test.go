@@ -91,12 +91,15 @@ func TestDemoBadFlags(t *testing.T) {
 		{[]string{"--backend=nowhere"}, 1, `--backend="nowhere"`},
 		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
-		{[]string{"--flow=bogus", "--state-dir", t.TempDir()}, 1, `unknown flow "bogus"`},
+		// Refused before any sandbox is provisioned: no "provisioning" line.
+		{[]string{"--flow=bogus"}, 2, `unknown flow "bogus"`},
+		{[]string{"--step-timeout=-1s"}, 2, "must be positive"},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)
 		out, _ := cmd.CombinedOutput()
-		if cmd.ProcessState.ExitCode() != tt.code || !strings.Contains(string(out), tt.want) {
+		if cmd.ProcessState.ExitCode() != tt.code || !strings.Contains(string(out), tt.want) ||
+			tt.code == 2 && strings.Contains(string(out), "provisioning") {
 			t.Errorf("demo %q: exit %d, output:\n%s\nwant exit %d and %q", tt.args, cmd.ProcessState.ExitCode(), out, tt.code, tt.want)
 		}
 	}

@@ -95,10 +95,22 @@ func flows() []flow {
 	}
 }
 
+// CheckFlow reports whether which names a flow Run accepts.
+func CheckFlow(which string) error {
+	switch which {
+	case FlowAll, FlowSmoke, FlowMulti:
+		return nil
+	}
+	return fmt.Errorf("unknown flow %q: want all, smoke or multi", which)
+}
+
 // Run runs the named flow ("all", "smoke" or "multi") in one session and
 // prints "==> PoC complete" when every step passed. Errors are *StageError
 // naming the failed step.
 func Run(ctx context.Context, ex Executor, which string, opts Options) error {
+	if err := CheckFlow(which); err != nil {
+		return err
+	}
 	if opts.StepTimeout == 0 {
 		opts.StepTimeout = 2 * time.Minute
 	}
@@ -107,9 +119,6 @@ func Run(ctx context.Context, ex Executor, which string, opts Options) error {
 		if which == FlowAll || which == f.name {
 			selected = append(selected, f)
 		}
-	}
-	if len(selected) == 0 {
-		return fmt.Errorf("unknown flow %q: want all, smoke or multi", which)
 	}
 	for _, f := range selected {
 		if err := runFlow(ctx, ex, f, opts); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -109,6 +110,10 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 	}
 	name := ".goruntime-upload-" + randomHex(8) + ".tar"
 	if err := s.sb.WriteFile(ctx, name, bytes.NewReader(archive)); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("upload %d files: their archive (%d bytes) is over the sandbox's upload limit: %w",
+				len(files), len(archive), ErrTooLarge)
+		}
 		return fmt.Errorf("upload %d files: %w", len(files), err)
 	}
 	// --no-same-owner: files belong to the sandbox user. -m: stamp them now,
