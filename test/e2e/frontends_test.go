@@ -69,29 +69,43 @@ func TestDemoAgentSandbox(t *testing.T) {
 	t.Logf("demo output:\n%s", out.String())
 }
 
-// TestMCPRunGoCodeAgentSandbox runs cmd/mcp-server over stdio with the
-// agent-sandbox backend and drives run_go_code through the official MCP
-// client: one file, a module with a sub-package, and a compile error.
+// TestMCPRunGoCodeAgentSandbox runs cmd/mcp-server with the agent-sandbox
+// backend and drives it through the official MCP client: every smoke
+// scenario over stdio (one file, build then rerun, a sub-package, a compile
+// error, a timeout, cancellation, both streams, huge output, read/list/
+// reset), and over Streamable HTTP the one that needs sessions sharing a
+// server (two sessions cannot see each other's files).
 func TestMCPRunGoCodeAgentSandbox(t *testing.T) {
 	ensureBase(t)
 	server := frontend(t, "E2E_MCP_SERVER", "cmd/mcp-server")
 	var logs syncBuffer
-	target := smoke.StdioTarget(server, backendArgs(), &logs)
-	for _, sc := range smoke.Scenarios() {
-		switch sc.Name {
-		case "single-file", "module-with-subpackage", "compile-error":
-		default:
-			continue
+	stdio := smoke.StdioTarget(server, backendArgs(), &logs)
+	var http *smoke.HTTPServer // started on first need, stopped when the whole test ends
+	defer func() {
+		if http != nil {
+			_ = http.Stop()
 		}
+	}()
+	for _, sc := range smoke.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			waitPoolReady(ctx, t, agentsandbox.DefaultWarmPool)
+			target := stdio
+			if sc.HTTPOnly {
+				if http == nil {
+					var err error
+					if http, err = smoke.StartHTTP(ctx, server, backendArgs(), &logs); err != nil {
+						t.Fatalf("start mcp-server --http: %v\nserver log:\n%s", err, logs.String())
+					}
+				}
+				target = http.Target()
+			}
 			start := time.Now()
 			if err := sc.Run(ctx, target); err != nil {
 				t.Fatalf("%v\nserver log:\n%s", err, logs.String())
 			}
-			t.Logf("%s took %v", sc.Name, time.Since(start).Round(time.Millisecond))
+			t.Logf("%s over %s took %v", sc.Name, target.Name, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }
