@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		claim       = fs.String("claim", "", "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) instead of opening a new one")
 		persistent  = fs.Bool("persistent", false, "stdio: leave the sandbox running on exit and log its ID for --claim")
 		ephemeral   = fs.Bool("ephemeral", false, "empty /app before every run_go_code call (build and module caches stay)")
-		openTimeout = fs.Duration("open-timeout", 2*time.Minute, "how long to wait for a sandbox to start (the local backend's first start also builds its seed build cache)")
+		openTimeout = fs.Duration("open-timeout", 5*time.Minute, "how long to wait for a sandbox to start (the local backend's first start on a machine also builds its seed build cache, 1-3 minutes on 2 cores; a build cut short by this timeout goes on, and the next start reuses it)")
 		timeout     = fs.Duration("timeout", 60*time.Second, "a command's time limit when the call gives no timeout_seconds")
 		maxTimeout  = fs.Duration("max-timeout", 10*time.Minute, "the largest timeout_seconds a call may ask for")
 		idleTTL     = fs.Duration("idle-ttl", 30*time.Minute, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -40,8 +41,9 @@ type Backend struct {
 	childMode bool // server is this program, re-executed (ServeIfChild)
 	sandboxes string
 
-	seedMu  sync.Mutex
-	seedDir string
+	seedMu    sync.Mutex
+	seedDir   string
+	seedBuild *seedBuild // the build in flight, or nil
 
 	refilling atomic.Bool // a spare-cache filler runs
 }
@@ -54,6 +56,9 @@ var _ goruntime.Backend = (*Backend)(nil)
 // Errors wrap goruntime.ErrUnavailable and name the fix.
 func New(opts Options) (*Backend, error) {
 	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	b := &Backend{opts: o}
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
@@ -183,27 +188,73 @@ func (b *Backend) Name() string { return "local" }
 func (b *Backend) StateDir() string { return b.opts.StateDir }
 
 // Prepare builds the seed build cache if this machine has none for this Go
-// installation yet (once, about a minute on 2 cores), so that later Opens
-// are fast. Open calls it too.
+// installation yet (once, 1-3 minutes on 2 cores), so that later Opens
+// are fast. Open calls it too. See seed for what happens when ctx ends
+// first.
 func (b *Backend) Prepare(ctx context.Context) error {
 	_, err := b.seed(ctx)
 	return err
 }
 
+// seedBuildTimeout bounds one seed build. It is not tied to any caller:
+// a build outlives the Open or Prepare that started it, so a caller's
+// short timeout never throws the work away.
+const seedBuildTimeout = 20 * time.Minute
+
+// seedBuild is one seed build in flight, shared by every caller of seed.
+type seedBuild struct {
+	start time.Time
+	done  chan struct{} // closed when dir and err are set
+	dir   string
+	err   error
+}
+
+// seed returns the seed build cache's directory. The build (or the wait
+// for another process's build, under the seed's lock file) runs once per
+// Backend in the background, bounded by seedBuildTimeout; callers wait for
+// it with their ctx. When ctx ends first, the error says the cache is
+// still being built and wraps ctx.Err(); the build goes on, and the next
+// call reuses it. A failed build is retried by the next call.
 func (b *Backend) seed(ctx context.Context) (string, error) {
 	b.seedMu.Lock()
-	defer b.seedMu.Unlock()
 	if b.seedDir != "" {
 		if _, err := os.Stat(filepath.Join(b.seedDir, ".complete")); err == nil {
+			b.seedMu.Unlock()
 			return b.seedDir, nil
 		}
 	}
-	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
-	if err != nil {
-		return "", err
+	run := b.seedBuild
+	if run == nil {
+		run = &seedBuild{start: time.Now(), done: make(chan struct{})}
+		b.seedBuild = run
+		go b.buildSeed(run)
 	}
-	b.seedDir = dir
-	return dir, nil
+	b.seedMu.Unlock()
+	select {
+	case <-run.done:
+		return run.dir, run.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("local backend: the seed Go build cache is still being built (%s so far; once per machine and Go installation, 1-3 minutes on 2 cores); "+
+			"the build continues in the background and the next Open will reuse it: raise the open timeout (--open-timeout for mcp-server), "+
+			"or call Backend.Prepare at startup: %w", time.Since(run.start).Round(time.Second), ctx.Err())
+	}
+}
+
+func (b *Backend) buildSeed(run *seedBuild) {
+	ctx, cancel := context.WithTimeout(context.Background(), seedBuildTimeout)
+	defer cancel()
+	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (gave up after %s)", err, seedBuildTimeout)
+	}
+	b.seedMu.Lock()
+	run.dir, run.err = dir, err
+	if err == nil {
+		b.seedDir = dir
+	}
+	b.seedBuild = nil
+	b.seedMu.Unlock()
+	close(run.done)
 }
 
 // Open starts a new sandbox and returns once its runtime server answers.

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
@@ -37,16 +38,17 @@ type Options struct {
 	Network bool
 
 	// MemoryBytes caps the memory (RAM+swap) of all processes in a
-	// sandbox; the kernel OOM-kills past it. Default 1 GiB. GOMEMLIMIT is
-	// set to 90% of it.
+	// sandbox; the kernel OOM-kills past it. Default 1 GiB, at least
+	// MinMemoryBytes. GOMEMLIMIT is set to 90% of it.
 	MemoryBytes int64
 
 	// Processes caps the tasks (processes and threads) alive at once in a
-	// sandbox. Default 512.
+	// sandbox. Default 512, at least MinProcesses.
 	Processes int
 
 	// CPUs caps the CPU time a sandbox gets per wall-clock second, in
-	// CPUs, and sets GOMAXPROCS. Default runtime.NumCPU().
+	// CPUs, and sets GOMAXPROCS. Default runtime.NumCPU(), which is also
+	// the most it may be: New rejects more CPUs than the machine has.
 	CPUs int
 
 	// FileSizeBytes caps the size of any single file a sandbox writes
@@ -80,7 +82,36 @@ const (
 	DefaultOutputBytes   = 8 << 20
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultStartTimeout  = 15 * time.Second
+
+	// MinMemoryBytes is the smallest MemoryBytes New accepts: the runtime
+	// server (~13 MB resident), the sandbox's shells and a command's first
+	// process must fit, with room left for the command; below it a sandbox
+	// cannot start its server.
+	MinMemoryBytes = 64 << 20
+	// MinProcesses is the smallest Processes New accepts: the sandbox's
+	// own processes (bubblewrap's init, the lifeline shell and its watcher)
+	// and the runtime server's threads take about a dozen tasks before a
+	// command starts.
+	MinProcesses = 16
 )
+
+// validate rejects limits a sandbox cannot work under, naming the option
+// (and the flag of internal/backendflag that sets it).
+func (o Options) validate() error {
+	switch {
+	case o.MemoryBytes < MinMemoryBytes:
+		return fmt.Errorf("local backend: memory limit %d bytes (Options.MemoryBytes, --memory-mb=%d) is below the minimum of %d MiB: "+
+			"the runtime server and the sandbox's shells need about that much before any command runs",
+			o.MemoryBytes, o.MemoryBytes>>20, MinMemoryBytes>>20)
+	case o.Processes < MinProcesses:
+		return fmt.Errorf("local backend: process limit %d (Options.Processes, --processes) is below the minimum of %d: "+
+			"the sandbox's own processes and the runtime server's threads take about a dozen tasks", o.Processes, MinProcesses)
+	case o.CPUs > runtime.NumCPU():
+		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs, --cpus) is more than the %d CPUs of this machine: "+
+			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())
+	}
+	return nil
+}
 
 func (o Options) withDefaults() Options {
 	if o.MemoryBytes <= 0 {
