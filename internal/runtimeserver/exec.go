@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -73,6 +75,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteRes
 	if err := s.procs.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start /bin/sh -c: %w", err)
 	}
+	oomFirst(cmd.Process.Pid)
 	waitErr := cmd.Wait()
 	s.procs.Done(cmd.Process.Pid)
 	elapsed := time.Since(start)
@@ -109,4 +112,20 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteRes
 		res.Stderr += note + "\n"
 	}
 	return res, nil
+}
+
+// commandOOMScoreAdj is the oom_score_adj every command starts with: the
+// OOM killer's first choice, so that a memory bomb (even one of many small
+// processes) kills the command's processes, never the server, which is
+// then the largest single process in its memory cgroup. Raising the value
+// needs no privilege, unlike shielding the server with a negative one
+// (CAP_SYS_RESOURCE, which containers often lack); a command may lower
+// its own value back to the server's, not below.
+const commandOOMScoreAdj = 1000
+
+// oomFirst sets a started command's oom_score_adj to commandOOMScoreAdj.
+// Errors (no writable /proc, the process already gone) are ignored: the
+// command then keeps the server's value.
+func oomFirst(pid int) {
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(commandOOMScoreAdj)), 0o644)
 }

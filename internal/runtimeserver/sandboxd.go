@@ -45,6 +45,7 @@ func (r *reaper) Starting() func(pid int) {
 	return func(pid int) {
 		once.Do(func() {
 			if pid > 0 {
+				oomFirst(pid)
 				r.mu.Lock()
 				r.tracked[pid] = struct{}{}
 				r.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -28,6 +29,8 @@ type meta struct {
 	PID       int       `json:"pid"`        // bubblewrap's pid on the host
 	StartTime uint64    `json:"start_time"` // its start time in clock ticks, against pid reuse
 	Keep      []int     `json:"keep"`       // bubblewrap, its init, the lifeline shell, the server
+	Server    int       `json:"server_pid"` // the runtime server's pid on the host (0: unknown, older sandboxes)
+	ServerAt  uint64    `json:"server_start"`
 	Cgroup    cgroup    `json:"cgroup"`
 	Created   time.Time `json:"created"`
 	Network   bool      `json:"network"`
@@ -44,6 +47,7 @@ type Sandbox struct {
 
 	mu       sync.Mutex
 	done     bool     // closed or disconnected
+	gone     error    // set once the sandbox was found dead; wraps ErrSandboxGone
 	lifeline *os.File // write end of the lifeline pipe; nil after Attach
 	exited   chan struct{}
 }
@@ -147,6 +151,8 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)
+	s.meta.Server = findServer(s.meta.Keep)
+	s.meta.ServerAt, _ = procStartTime(s.meta.Server)
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {
 		s.cl.close()
@@ -210,6 +216,10 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	if !alive(m.PID, m.StartTime) {
 		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
 	}
+	if m.Server == 0 {
+		m.Server = findServer(m.Keep)
+		m.ServerAt, _ = procStartTime(m.Server)
+	}
 	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket()), keep: keepSet(m.Keep)}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -232,16 +242,153 @@ func (s *Sandbox) check() error {
 	if s.done {
 		return goruntime.ErrClosed
 	}
-	return nil
+	return s.gone
 }
 
-// transportErr turns a failed call into ErrSandboxGone when the sandbox
-// has died.
-func (s *Sandbox) transportErr(what string, err error) error {
-	if !alive(s.meta.PID, s.meta.StartTime) {
-		return fmt.Errorf("%s in local sandbox %s: %w (%v)", what, s.meta.ID, goruntime.ErrSandboxGone, err)
+// Watching the runtime server during a call. Commands run as the server's
+// uid inside the sandbox, so they can stop (SIGSTOP) or kill it; the
+// sandbox's keepers cannot help, and a stopped server would hold every
+// call until the caller's deadline. So while a call is in flight a watcher
+// reads the server's state from /proc every watchInterval, and a failed
+// call is diagnosed before it is reported.
+const (
+	watchInterval = 500 * time.Millisecond
+	probeTimeout  = 2 * time.Second  // for GET / to a server that may be wedged
+	execGrace     = 30 * time.Second // client-side deadline past a command's own timeout
+)
+
+// errServerWedged is the cancel cause the watcher gives a call.
+var errServerWedged = errors.New("the runtime server stopped answering")
+
+// do runs one call to the server with fn, under ctx and, when limit > 0,
+// a client-side deadline of limit. A failure that is not the server's
+// answer (transport error, deadline) is diagnosed: when the server has
+// exited or does not answer a readiness probe within probeTimeout, the
+// sandbox is killed and the error wraps goruntime.ErrSandboxGone, and so
+// does every later call. Errors wrapping a goruntime sentinel the server
+// answered with (ErrNotExist, ErrPathEscape, ErrTooLarge) pass unchanged.
+func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn func(context.Context) error) error {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if limit > 0 {
+		var stop context.CancelFunc
+		cctx, stop = context.WithTimeout(cctx, limit)
+		defer stop()
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(cctx, cancel)
+	}()
+	err := fn(cctx)
+	cancel(nil)
+	<-watched
+	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) {
+		return err
+	}
+	if gone := s.diagnose(ctx, context.Cause(cctx), err); gone != nil {
+		return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, gone)
 	}
 	return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, err)
+}
+
+// watch cancels a call (cause errServerWedged) when the server process
+// is stopped or has exited and does not answer a readiness probe. It
+// returns when ctx ends.
+func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if st := s.serverState(); st == "running" || st == "unknown" {
+			continue
+		}
+		if s.probe() != nil {
+			cancel(errServerWedged)
+			return
+		}
+	}
+}
+
+// serverState is "running", "stopped" (SIGSTOP or traced), "exited"
+// (gone or a zombie) or "unknown" (pid not recorded).
+func (s *Sandbox) serverState() string {
+	if s.meta.Server <= 0 {
+		if !alive(s.meta.PID, s.meta.StartTime) {
+			return "exited"
+		}
+		return "unknown"
+	}
+	if !alive(s.meta.Server, s.meta.ServerAt) || !alive(s.meta.PID, s.meta.StartTime) {
+		return "exited"
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.meta.Server) + "/stat")
+	if err != nil {
+		return "exited"
+	}
+	if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
+		if f := strings.Fields(string(data[i+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+			return "stopped"
+		}
+	}
+	return "running"
+}
+
+// probe asks the server's readiness with a short timeout of its own.
+func (s *Sandbox) probe() error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	return s.cl.ready(ctx)
+}
+
+// diagnose decides whether a failed call means the sandbox is gone (cause
+// is the call's context cause, err its error). If so it kills what is
+// left of the sandbox, records the error for later calls and returns it;
+// otherwise it returns nil. A call the caller cancelled is not probed
+// unless the watcher had found the server stopped.
+func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
+	var why string
+	switch st := s.serverState(); {
+	case errors.Is(cause, errServerWedged):
+		why = fmt.Sprintf("the runtime server stopped answering (its process is %s; a command may have sent it SIGSTOP)", s.serverState())
+	case st == "exited":
+		why = "the runtime server exited (killed by a command, or by the OOM killer)"
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil
+	default:
+		if s.probe() == nil {
+			return nil
+		}
+		if s.serverState() == "exited" {
+			why = "the runtime server exited (killed by a command, or by the OOM killer)"
+		} else {
+			why = fmt.Sprintf("the runtime server stopped answering (no answer to a readiness probe within %s)", probeTimeout)
+		}
+	}
+	gone := fmt.Errorf("%w: %s; the sandbox was stopped and its files are lost (%v)", goruntime.ErrSandboxGone, why, err)
+	s.mu.Lock()
+	if s.gone == nil {
+		s.gone = fmt.Errorf("local sandbox %s: %w", s.meta.ID, gone)
+	}
+	s.mu.Unlock()
+	if kerr := s.meta.Cgroup.kill(nil, 5*time.Second); kerr != nil {
+		s.b.opts.Logger.Warn("local sandbox: kill after the server stopped answering", "id", s.meta.ID, "err", kerr)
+	}
+	return gone
+}
+
+// execLimit is the client-side deadline of a command: its own timeout
+// (the server ends it then) plus execGrace.
+func (s *Sandbox) execLimit(req goruntime.ExecRequest) time.Duration {
+	t := req.Timeout
+	if t <= 0 {
+		t = s.b.opts.ExecTimeout
+	}
+	return t + execGrace
 }
 
 // Exec runs a command (see goruntime.Sandbox). It reads the cgroup's
@@ -254,9 +401,14 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	}
 	cg := &s.meta.Cgroup
 	before := cg.counters()
-	resp, err := s.cl.exec(ctx, req)
+	var resp *runtimeapi.ExecuteResponse
+	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
+		var err error
+		resp, err = s.cl.exec(ctx, req)
+		return err
+	})
 	if err != nil {
-		return nil, s.transportErr("execute", err)
+		return nil, err
 	}
 	after := cg.counters()
 	res := &goruntime.ExecResult{
@@ -298,13 +450,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 		return fmt.Errorf("write %q: want a plain file name: %w", name, goruntime.ErrPathEscape)
 	}
-	if err := s.cl.upload(ctx, name, r); err != nil {
-		if errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) {
-			return err
-		}
-		return s.transportErr("upload", err)
-	}
-	return nil
+	return s.do(ctx, "upload "+name, 0, func(ctx context.Context) error {
+		return s.cl.upload(ctx, name, r)
+	})
 }
 
 // ReadFile returns the content of a file under /app. Errors wrap
@@ -313,12 +461,14 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	data, err := s.cl.download(ctx, path)
+	var data []byte
+	err := s.do(ctx, "read "+path, 0, func(ctx context.Context) error {
+		var err error
+		data, err = s.cl.download(ctx, path)
+		return err
+	})
 	if err != nil {
-		if errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) {
-			return nil, err
-		}
-		return nil, s.transportErr("read "+path, err)
+		return nil, err
 	}
 	return data, nil
 }
@@ -329,12 +479,14 @@ func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, 
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	out, err := s.cl.list(ctx, path)
+	var out []goruntime.FileInfo
+	err := s.do(ctx, "list "+path, 0, func(ctx context.Context) error {
+		var err error
+		out, err = s.cl.list(ctx, path)
+		return err
+	})
 	if err != nil {
-		if errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) {
-			return nil, err
-		}
-		return nil, s.transportErr("list "+path, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -442,21 +594,31 @@ func keepSet(pids []int) map[int]bool {
 
 // protectFromOOM keeps the OOM killer off the processes that hold the
 // sandbox together (bubblewrap, its init, the lifeline shell and its
-// watcher), so that a memory bomb costs the command, not the sandbox. The
-// server is left alone: commands inherit its setting. Needs
-// CAP_SYS_RESOURCE; without it this does nothing.
+// watcher). The server is left at its value: commands inherit the lowest
+// value they may go back to from it, and the server starts each command
+// at 1000 (internal/runtimeserver), so the OOM killer takes commands
+// before it. Needs CAP_SYS_RESOURCE; without it this does nothing.
 func protectFromOOM(pids []int) {
+	server := findServer(pids)
+	for _, p := range pids {
+		if p != server {
+			_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
+		}
+	}
+}
+
+// findServer returns the pid of the runtime server among pids, or 0.
+func findServer(pids []int) int {
 	for _, p := range pids {
 		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
 		if err != nil {
 			continue
 		}
-		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if argv0 == serverBin {
-			continue
+		if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 == serverBin {
+			return p
 		}
-		_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
 	}
+	return 0
 }
 
 func writeJSON(path string, v any) error {

@@ -47,18 +47,23 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	}
 	conn, err := sandboxd.Dial("unix:" + s.l.grpcSocket())
 	if err != nil {
-		return nil, s.transportErr("execute", err)
+		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
 	}
 	defer conn.Close()
 
 	cg := &s.meta.Cgroup
 	before := cg.counters()
-	res, err := sandboxd.Exec(ctx, processv1.NewProcessServiceClient(conn), req, sandboxd.ExecOptions{
-		DefaultTimeout: s.b.opts.ExecTimeout,
-		MaxOutput:      int(min(s.b.opts.OutputBytes, int64(maxInt()))),
-	}, onChunk)
+	var res *goruntime.ExecResult
+	err = s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
+		var err error
+		res, err = sandboxd.Exec(ctx, processv1.NewProcessServiceClient(conn), req, sandboxd.ExecOptions{
+			DefaultTimeout: s.b.opts.ExecTimeout,
+			MaxOutput:      int(min(s.b.opts.OutputBytes, int64(maxInt()))),
+		}, onChunk)
+		return err
+	})
 	if err != nil {
-		return nil, s.transportErr("execute", err)
+		return nil, err
 	}
 	after := cg.counters()
 	switch {

@@ -1,0 +1,200 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// TestSeedBuildOutlivesCallerTimeout: a caller whose ctx ends while the
+// seed build cache is being built gets an error that says so and names the
+// fix, and the build goes on: the next Prepare completes it instead of
+// starting over. It builds a seed from scratch in a fresh state directory
+// (1-3 minutes on 2 cores).
+func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
+	opts := testOptions()
+	opts.StateDir = t.TempDir()
+	b, err := local.New(opts)
+	if err != nil {
+		t.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err = b.Prepare(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Prepare with a 3 s timeout built a seed from scratch; want the still-being-built error")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error does not wrap context.DeadlineExceeded: %v", err)
+	}
+	for _, want := range []string{"still being built", "next Open will reuse it", "--open-timeout for mcp-server"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	builds, _ := filepath.Glob(filepath.Join(opts.StateDir, "seed", "build-*"))
+	if len(builds) != 1 {
+		t.Fatalf("seed build directories after the caller gave up: %v; want the one build still running", builds)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := b.Prepare(ctx); err != nil {
+		t.Fatalf("second Prepare: %v", err)
+	}
+	done, _ := filepath.Glob(filepath.Join(opts.StateDir, "seed", "*", ".complete"))
+	if len(done) != 1 {
+		t.Errorf("complete seeds: %v, want 1", done)
+	}
+}
+
+// TestNewRejectsAbsurdLimits: limits a sandbox cannot start under fail in
+// New with an error naming the option, instead of an Open that reports the
+// sandbox gone.
+func TestNewRejectsAbsurdLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*local.Options)
+		want []string
+	}{
+		{"memory", func(o *local.Options) { o.MemoryBytes = 8 << 20 }, []string{"Options.MemoryBytes", "--memory-mb=8", "64 MiB"}},
+		{"processes", func(o *local.Options) { o.Processes = 4 }, []string{"Options.Processes", "--processes", "16"}},
+		{"cpus", func(o *local.Options) { o.CPUs = runtime.NumCPU() + 1 }, []string{"Options.CPUs", "--cpus", strconv.Itoa(runtime.NumCPU()) + " CPUs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testOptions()
+			tc.set(&opts)
+			b, err := local.New(opts)
+			if err == nil {
+				t.Fatalf("New accepted %+v", opts)
+			}
+			_ = b
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+	// The smallest accepted limits still give a working sandbox.
+	opts := testOptions()
+	opts.MemoryBytes, opts.Processes, opts.CPUs = local.MinMemoryBytes, local.MinProcesses, runtime.NumCPU()
+	s := openSession(t, newBackend(t, opts))
+	mustOK(t, s, goruntime.Request{Command: "echo ok; ls / >/dev/null"})
+}
+
+// openSandbox opens a sandbox through the backend and closes it when the
+// test ends.
+func openSandbox(t *testing.T, b *local.Backend) goruntime.Sandbox {
+	t.Helper()
+	sb, err := b.Open(context.Background())
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	return sb
+}
+
+// assertGone checks that err wraps ErrSandboxGone, says why, and that
+// the call returned before the caller's deadline.
+func assertGone(t *testing.T, ctx context.Context, what string, err error, why string) {
+	t.Helper()
+	if !errors.Is(err, goruntime.ErrSandboxGone) {
+		t.Fatalf("%s: error %v does not wrap ErrSandboxGone", what, err)
+	}
+	if !strings.Contains(err.Error(), why) {
+		t.Errorf("%s: error %q does not say %q", what, err, why)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("%s: returned only at the caller's deadline: %v", what, err)
+	}
+}
+
+// TestStoppedServerReportedGone: a command that stops the runtime server
+// (SIGSTOP; commands run as its uid) makes that call, and every later one,
+// fail with ErrSandboxGone instead of hanging until the caller's deadline.
+func TestStoppedServerReportedGone(t *testing.T) {
+	sb := openSandbox(t, newBackend(t, testOptions()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "for p in $(pgrep -x server); do kill -STOP $p; done"})
+	assertGone(t, ctx, "execute", err, "stopped answering")
+	_, err = sb.Exec(ctx, goruntime.ExecRequest{Command: "true"})
+	assertGone(t, ctx, "next execute", err, "stopped answering")
+	_, err = sb.ReadFile(ctx, "x")
+	assertGone(t, ctx, "read", err, "stopped answering")
+	if err := sb.Close(context.Background()); err != nil {
+		t.Errorf("close after the server stopped: %v", err)
+	}
+}
+
+// TestKilledServerFirstCallGone: the first call after a command killed
+// every process it could (the server among them) reports ErrSandboxGone,
+// not a raw transport error.
+func TestKilledServerFirstCallGone(t *testing.T) {
+	b := newBackend(t, testOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	sb := openSandbox(t, b)
+	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "kill -9 -1"})
+	assertGone(t, ctx, "execute kill -9 -1", err, "runtime server")
+	_, err = sb.List(ctx, ".")
+	assertGone(t, ctx, "list after", err, "runtime server")
+
+	// The server dies between calls: the next call is the first to fail.
+	sb = openSandbox(t, b)
+	if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "(sleep 0.2; kill -9 -1) >/dev/null 2>&1 &"}); err != nil {
+		t.Fatalf("start the delayed kill: %v", err)
+	}
+	time.Sleep(time.Second)
+	err = sb.WriteFile(ctx, "f.txt", strings.NewReader("data"))
+	assertGone(t, ctx, "upload after the server died", err, "runtime server")
+}
+
+// TestManySmallProcessesMemoryBomb: a memory bomb of many small
+// processes, none bigger than the runtime server, costs the command, not
+// the sandbox: it is reported as the memory limit, and the sandbox (with
+// its files) goes on.
+func TestManySmallProcessesMemoryBomb(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "keep.txt", Data: []byte("kept")}}, Command: "cat /proc/$$/oom_score_adj"})
+	bomb := `mkfifo ff; for i in $(seq 175); do (x=$(head -c 7000000 /dev/zero | tr "\0" a); read z < ff) & sleep 0.05; done`
+	res := run(t, s, goruntime.Request{Command: bomb, Timeout: 2 * time.Minute})
+	if res.Outcome != goruntime.OutcomeMemoryLimit {
+		t.Errorf("memory bomb: outcome %s (exit %d), want %s; stderr: %s", res.Outcome, res.ExitCode, goruntime.OutcomeMemoryLimit, res.Stderr)
+	}
+	if got := mustOK(t, s, goruntime.Request{Command: "cat keep.txt"}).Stdout; got != "kept" {
+		t.Errorf("after the bomb keep.txt holds %q", got)
+	}
+}
+
+// TestCommandsAreOOMFirst: commands run with oom_score_adj 1000 over Exec
+// and ExecStream, so the OOM killer takes them before the server.
+func TestCommandsAreOOMFirst(t *testing.T) {
+	sb := openSandbox(t, newBackend(t, testOptions()))
+	ctx := context.Background()
+	cmd := goruntime.ExecRequest{Command: "sleep 0.3; cat /proc/$$/oom_score_adj"}
+	res, err := sb.Exec(ctx, cmd)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got != "1000" {
+		t.Errorf("Exec: command oom_score_adj %q (stderr %q), want 1000", got, res.Stderr)
+	}
+	res, err = sb.(goruntime.StreamingSandbox).ExecStream(ctx, cmd, nil)
+	if err != nil {
+		t.Fatalf("exec stream: %v", err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got != "1000" {
+		t.Errorf("ExecStream: command oom_score_adj %q (stderr %q), want 1000", got, res.Stderr)
+	}
+}
