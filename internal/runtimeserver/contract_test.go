@@ -588,7 +588,7 @@ func TestListAndExistsShapes(t *testing.T) {
 		"/list/five":            `{"message":"Path is not a directory"}`,
 		"/list/nope":            `{"message":"Path is not a directory"}`,
 		"/download/nope":        `{"message":"File not found"}`,
-		"/download/sub":         `{"message":"File not found"}`,
+		"/download/sub":         `{"message":"File not found: the path is a directory"}`,
 		"/download/dangling":    `{"message":"File not found"}`,
 		"/download/five%2Fbad":  `{"message":"File not found"}`,
 		"/download/absdangling": `{"message":"Access denied"}`, // as upstream's realpath

@@ -186,36 +186,69 @@ func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
 }
 
 // download handles GET /download/{path}: the file's bytes as
-// application/octet-stream (Range requests honoured).
+// application/octet-stream (Range requests honoured). Only regular files
+// are served; anything else is 404 as upstream (whose os.path.isfile check
+// answers "File not found"), with a message naming what the path is. The
+// file is opened with O_NONBLOCK so a named pipe or a device cannot hold
+// the request open waiting for a writer; the type is checked on the opened
+// descriptor, so a swap between the check and the open changes nothing.
 func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
-	notFound := func() { writeJSON(w, http.StatusNotFound, runtimeapi.Message{Message: "File not found"}) }
+	notFound := func(msg string) { writeJSON(w, http.StatusNotFound, runtimeapi.Message{Message: msg}) }
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
 		accessDenied(w)
 		return
 	case err != nil:
-		notFound()
+		notFound("File not found")
 		return
 	}
-	f, err := s.root.OS().Open(rel)
+	root := s.root.OS()
+	// Stat first, so a special file is refused without being opened at all
+	// (opening some devices has effects even with O_NONBLOCK).
+	if fi, err := root.Stat(rel); err == nil && !fi.Mode().IsRegular() {
+		notFound(notRegular(fi.Mode()))
+		return
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			accessDenied(w)
 			return
 		}
-		notFound()
+		notFound("File not found")
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		notFound()
+	switch {
+	case err != nil:
+		notFound("File not found")
+		return
+	case !fi.Mode().IsRegular():
+		notFound(notRegular(fi.Mode()))
 		return
 	}
+	// O_NONBLOCK has no effect on reads of a regular file.
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(rel)}))
 	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// notRegular is the 404 message for a path that exists but is not a
+// regular file.
+func notRegular(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "File not found: the path is a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "File not found: the path is a named pipe, not a regular file"
+	case m&fs.ModeSocket != 0:
+		return "File not found: the path is a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		return "File not found: the path is a device, not a regular file"
+	}
+	return "File not found: the path is not a regular file"
 }
 
 // list handles GET /list/{path}. A symlink is reported as what it points
