@@ -80,6 +80,9 @@ type hostSandbox struct {
 	id   string
 	dir  string
 	dead atomic.Bool // set by a test: calls fail with ErrSandboxGone
+	// largestRead is the most bytes one ReadFile returned, which the
+	// server then held in memory.
+	largestRead atomic.Int64
 }
 
 func (s *hostSandbox) ID() string { return s.id }
@@ -163,6 +166,9 @@ func (s *hostSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	data, err := os.ReadFile(full)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", p, goruntime.ErrNotExist)
+	}
+	if n := int64(len(data)); n > s.largestRead.Load() {
+		s.largestRead.Store(n)
 	}
 	return data, err
 }

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -68,16 +70,21 @@ var outcomes = []any{
 
 // ReadInput is read_file's input.
 type ReadInput struct {
-	Path string `json:"path" jsonschema:"file path relative to /app, e.g. main.go or out/log.txt"`
+	Path     string `json:"path" jsonschema:"file path relative to /app, e.g. main.go or out/log.txt"`
+	Offset   int64  `json:"offset,omitempty" jsonschema:"first byte to return, counted from 0; default 0"`
+	MaxBytes int    `json:"max_bytes,omitempty" jsonschema:"bytes to return from offset; default and at most 262144 (256 KiB)"`
 }
 
-// ReadOutput is read_file's structured result.
+// ReadOutput is read_file's structured result: bytes [offset, offset+length)
+// of a file of size bytes.
 type ReadOutput struct {
 	Path      string `json:"path"`
-	Content   string `json:"content" jsonschema:"the file's text (empty for a binary file)"`
-	Size      int    `json:"size" jsonschema:"file size in bytes"`
-	Truncated bool   `json:"truncated" jsonschema:"only the first bytes are in content"`
-	Binary    bool   `json:"binary" jsonschema:"the file is not UTF-8 text; content is empty"`
+	Content   string `json:"content" jsonschema:"the text of the range returned (empty for a binary file)"`
+	Size      int64  `json:"size" jsonschema:"file size in bytes"`
+	Offset    int64  `json:"offset" jsonschema:"first byte of the range returned"`
+	Length    int    `json:"length" jsonschema:"bytes returned (content's length in bytes; 0 for a binary file)"`
+	Truncated bool   `json:"truncated" jsonschema:"the file goes on after the range returned: call again with offset = offset + length"`
+	Binary    bool   `json:"binary" jsonschema:"the range holds NUL bytes or is not UTF-8 text; content is empty"`
 }
 
 // ListInput is list_files's input.
@@ -142,7 +149,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "read_file",
 		Title:       "Read a sandbox file",
-		Description: fmt.Sprintf("Read a file from the sandbox's /app (files you wrote, program output redirected to a file, generated code). Returns at most the first %d KiB.", maxReadBytes>>10),
+		Description: fmt.Sprintf("Read a file from the sandbox's /app (files you wrote, program output redirected to a file, generated code). Returns at most %d KiB from offset (default 0) and the file's size; read a larger file in parts by passing offset (and max_bytes for smaller parts). A file holding NUL bytes or text that is not UTF-8 is reported as binary, not shown.", maxReadBytes>>10),
 		Annotations: &mcp.ToolAnnotations{
 			Title:          "Read a sandbox file",
 			ReadOnlyHint:   true,
@@ -357,33 +364,127 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 	if err != nil {
 		return nil, ReadOutput{}, err
 	}
-	var data []byte
+	limit := in.MaxBytes
+	switch {
+	case limit == 0:
+		limit = maxReadBytes
+	case limit < 0 || limit > maxReadBytes:
+		return nil, ReadOutput{}, fmt.Errorf("max_bytes %d: must be between 1 and %d (256 KiB); read a larger file in parts with offset", limit, maxReadBytes)
+	}
+	if in.Offset < 0 {
+		return nil, ReadOutput{}, fmt.Errorf("offset %d: must be 0 or more", in.Offset)
+	}
+	var (
+		data []byte
+		size int64
+	)
 	err = s.call(ctx, req, true, nil, func(sess *goruntime.Session, _ time.Duration) error {
 		var err error
-		data, err = sess.ReadFile(ctx, p)
+		data, size, err = readRange(ctx, sess, p, in.Offset, limit)
 		return err
 	})
-	switch {
-	case errors.Is(err, goruntime.ErrNotExist):
-		return nil, ReadOutput{}, fmt.Errorf("read %s: no such file under /app (list_files shows what is there)", p)
-	case err != nil:
-		return nil, ReadOutput{}, describe(fmt.Errorf("read %s: %w", p, err))
+	if err != nil {
+		return nil, ReadOutput{}, describe(err)
 	}
-	out := ReadOutput{Path: p, Size: len(data)}
+	out := ReadOutput{Path: p, Size: size, Offset: in.Offset}
+	// A range may start or end inside a UTF-8 sequence: drop the pieces.
+	for i := 0; i < utf8.UTFMax-1 && in.Offset > 0 && len(data) > 0 && !utf8.RuneStart(data[0]); i++ {
+		data = data[1:]
+		out.Offset++
+	}
+	if out.Offset+int64(len(data)) < size {
+		data = trimPartialRune(data)
+	}
+	end := out.Offset + int64(len(data))
+	out.Truncated = end < size
 	var text string
 	switch {
-	case !utf8.Valid(trimPartialRune(data[:min(len(data), maxReadBytes)])):
+	case bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data):
 		out.Binary = true
-		text = fmt.Sprintf("%s is a binary file (%d bytes); its content is not shown", p, len(data))
-	case len(data) > maxReadBytes:
-		out.Content = string(trimPartialRune(data[:maxReadBytes]))
-		out.Truncated = true
-		text = out.Content + fmt.Sprintf("\n[... %s is %d bytes; only the first %d are shown ...]", p, len(data), len(out.Content))
+		text = fmt.Sprintf("%s is a binary file (%d bytes; bytes %d-%d hold NUL bytes or are not UTF-8 text); its content is not shown. Inspect it with run_go_code, e.g. command \"od -A d -c %s | head -50\"",
+			p, size, out.Offset, end, shellQuote(p))
 	default:
 		out.Content = string(data)
+		out.Length = len(data)
 		text = out.Content
+		if out.Offset > 0 || out.Truncated {
+			text += fmt.Sprintf("\n[... %s is %d bytes; this is bytes %d-%d", p, size, out.Offset, end)
+			if out.Truncated {
+				text += fmt.Sprintf("; read on with offset %d", end)
+			}
+			text += " ...]"
+		}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+}
+
+// readRange returns at most n bytes of file p from offset off, and the
+// file's size, without holding more than about n bytes in memory: it lists
+// p's directory to learn the size and type, downloads a file that fits
+// whole, and reads a range of a larger one with head and tail inside the
+// sandbox. Errors name p and say what to do.
+func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64, n int) ([]byte, int64, error) {
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	infos, err := sess.List(ctx, dir)
+	switch {
+	case errors.Is(err, goruntime.ErrNotExist):
+		return nil, 0, fmt.Errorf("read %s: no such file under /app (list_files shows what is there)", p)
+	case err != nil:
+		return nil, 0, err // the library names the operation and the path
+	}
+	i := slices.IndexFunc(infos, func(fi goruntime.FileInfo) bool { return fi.Name == base })
+	switch {
+	case i < 0:
+		return nil, 0, fmt.Errorf("read %s: no such file under /app (list_files shows what is there)", p)
+	case infos[i].IsDir:
+		return nil, 0, fmt.Errorf("read %s: it is a directory; use list_files with path %q to see what it holds", p, p)
+	}
+	size := infos[i].Size
+	if off > size {
+		return nil, 0, fmt.Errorf("read %s: offset %d is past the end of the file (%d bytes)", p, off, size)
+	}
+	if off == 0 && size <= int64(n) {
+		data, err := sess.ReadFile(ctx, p)
+		switch {
+		case errors.Is(err, goruntime.ErrNotExist):
+			// Listed but not readable: removed since, or not a regular
+			// file (a named pipe, a dangling symlink); the error says which.
+			return nil, 0, fmt.Errorf("%w; list_files shows what is there", err)
+		case err != nil:
+			return nil, 0, err
+		}
+		size = max(size, int64(len(data))) // it may have grown since the listing
+		return data[:min(len(data), n)], size, nil
+	}
+	want := min(int64(n), size-off)
+	if want == 0 {
+		return nil, size, nil
+	}
+	// tail seeks to the offset of a regular file; head stops after want
+	// bytes; base64 keeps every byte through the JSON of the runtime
+	// contract, which replaces bytes that are not UTF-8.
+	cmd := fmt.Sprintf("tail -c +%d -- %s | head -c %d | base64", off+1, shellQuote(p), want)
+	res, err := sess.Sandbox().Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: %w", off, off+want, p, err)
+	}
+	if res.ExitCode != 0 || res.StdoutTruncated {
+		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: exit code %d: %s", off, off+want, p, res.ExitCode, clip(strings.TrimSpace(res.Stderr), 500))
+	}
+	data, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(res.Stdout), ""))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: decode the sandbox's base64: %w", off, off+want, p, err)
+	}
+	return data[:min(len(data), int(want))], size, nil
+}
+
+// shellQuote quotes s as one word for /bin/sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence at the end of b (left
