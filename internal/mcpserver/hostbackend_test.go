@@ -83,6 +83,9 @@ type hostSandbox struct {
 	// largestRead is the most bytes one ReadFile returned, which the
 	// server then held in memory.
 	largestRead atomic.Int64
+	// limit, when set by a test, is reported as the limit every command
+	// ran into.
+	limit atomic.Pointer[goruntime.Limit]
 }
 
 func (s *hostSandbox) ID() string { return s.id }
@@ -133,6 +136,9 @@ func (s *hostSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gor
 	}
 	if timedOut {
 		res.ExitCode = 124
+	}
+	if l := s.limit.Load(); l != nil {
+		res.Limit = *l
 	}
 	return res, nil
 }

@@ -351,6 +351,25 @@ func TestReadFileRanges(t *testing.T) {
 	}
 }
 
+// TestLimitOutcomeIsAnError: a command that exits 0 after running into a
+// sandbox limit is a failed run (isError), not a success.
+func TestLimitOutcomeIsAnError(t *testing.T) {
+	s, b := newTestServer(t, Config{})
+	cs := connectMemory(t, s, nil)
+	first := call(t, cs, "run_go_code", map[string]any{"command": "true"})
+	if out := runOut(t, first); first.IsError || out.Outcome != "ok" {
+		t.Fatalf("true: isError=%v outcome %s", first.IsError, out.Outcome)
+	}
+	sb := b.sandbox(runOut(t, first).SandboxID)
+	for _, l := range []goruntime.Limit{goruntime.LimitProcesses, goruntime.LimitFileSize, goruntime.LimitOutput} {
+		sb.limit.Store(&l)
+		res := call(t, cs, "run_go_code", map[string]any{"command": "true"})
+		if out := runOut(t, res); !res.IsError || out.ExitCode != 0 || out.Outcome == "ok" {
+			t.Errorf("limit %s with exit 0: isError=%v exit %d outcome %s; want isError with the limit's outcome", l, res.IsError, out.ExitCode, out.Outcome)
+		}
+	}
+}
+
 func TestResetKeepsSessionEmptiesApp(t *testing.T) {
 	s, hb := newTestServer(t, Config{})
 	cs := connectMemory(t, s, nil)

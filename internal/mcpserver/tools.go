@@ -35,7 +35,7 @@ command runs with /bin/sh -c in /app (pipes, && and ; work). Examples:
 - tests: "go test ./..." or "go test -run TestParse -v ./parser"; a package holding only _test.go files needs go test, not go run
 - checks: "go vet ./...", "gofmt -l ."
 
-A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, ...): read stderr, fix, call again. Compile errors read file:line:col: message in stderr. Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
+A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, memory_limit, process_limit, file_size_limit, output_limit): read stderr, fix, call again. isError is true whenever outcome is not ok, also when a command that ran into a sandbox limit exited 0. Compile errors read file:line:col: message in stderr. Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
 
 // RunInput is run_go_code's input.
 type RunInput struct {
@@ -302,7 +302,9 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	text := formatRun(out, timeout, reaped)
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
-		IsError: res.ExitCode != 0 || out.TimedOut,
+		// Any outcome but ok is a failed run, also one that exited 0 after
+		// running into a sandbox limit (its output or files are cut short).
+		IsError: res.Outcome != goruntime.OutcomeOK || res.ExitCode != 0,
 	}, out, nil
 }
 
