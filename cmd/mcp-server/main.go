@@ -52,8 +52,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		httpAddr    = fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio; one sandbox per MCP session")
-		claim       = fs.String("claim", "", "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) instead of opening a new one")
+		httpAddr    = fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8931) instead of stdio; one sandbox per MCP session")
+		claim       = fs.String("claim", "", "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) at startup instead of opening a new one; exit 1 if it cannot")
 		persistent  = fs.Bool("persistent", false, "stdio: leave the sandbox running on exit and log its ID for --claim")
 		ephemeral   = fs.Bool("ephemeral", false, "empty /app before every run_go_code call (build and module caches stay)")
 		openTimeout = fs.Duration("open-timeout", 5*time.Minute, "how long to wait for a sandbox to start (the local backend's first start on a machine also builds its seed build cache, 1-3 minutes on 2 cores; a build cut short by this timeout goes on, and the next start reuses it)")
@@ -128,7 +128,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	if *httpAddr == "" {
 		log.Info("serving MCP over stdio", "backend", backend.Name(), "version", version())
 		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
-			log.Error("stdio server", "err", err)
+			// A bad --claim ends here before serving: say so plainly.
+			fmt.Fprintf(stderr, "mcp-server: %v\n", err)
 			return 1
 		}
 		return 0

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -401,14 +402,57 @@ func TestPersistentThenClaim(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)
 	}
-	third := smoke.StdioTarget(serverBin, []string{"--claim=" + id}, logs)
-	cs, err = third.Connect(ctx, nil)
+	// The process exits at once with a clear message instead of serving
+	// calls that all fail.
+	third := exec.CommandContext(ctx, serverBin, "--claim="+id)
+	stdin, err := third.StdinPipe() // held open: only the failed attach may end the process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var stderr bytes.Buffer
+	third.Stderr = &stderr
+	err = third.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(stderr.String(), "mcp-server: --claim: ") || !strings.Contains(stderr.String(), "sandbox not found") {
+		t.Fatalf("mcp-server --claim of a closed sandbox: %v (want exit 1 before serving)\n%s", err, stderr.String())
+	}
+}
+
+// TestReadFileEdgeCases drives read_file against the real local backend:
+// a named pipe answers at once, an escaping symlink's error names the
+// path once, and a range of a large sparse file is read inside the
+// sandbox and reported as binary.
+func TestReadFileEdgeCases(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	logs := &logSink{}
+	cs, err := smoke.StdioTarget(serverBin, nil, logs).Connect(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	txt, isErr, err = smoke.Tool(ctx, cs, "list_files", nil)
-	if err != nil || !isErr || !strings.Contains(txt, "not found") {
-		t.Fatalf("claiming a closed sandbox: %q isError=%v err=%v", txt, isErr, err)
+	r, err := smoke.RunGo(ctx, cs, nil, "mkfifo f && ln -s /etc/passwd pw && truncate -s 1G sparse && printf 0123456789 > digits", 0)
+	if err != nil || r.IsError {
+		t.Fatalf("setup: %v %+v\n%s", err, r, logs.String())
+	}
+	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+	txt, isErr, err := smoke.Tool(callCtx, cs, "read_file", map[string]any{"path": "f"})
+	callCancel()
+	if err != nil || !isErr || !strings.Contains(txt, "named pipe") {
+		t.Errorf("read_file of a named pipe: %q isError=%v err=%v; want a prompt error naming a named pipe", txt, isErr, err)
+	}
+	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "pw"})
+	if err != nil || !isErr || strings.Count(txt, "read pw") != 1 || !strings.Contains(txt, "Access denied") {
+		t.Errorf("read_file of a symlink out of /app: %q isError=%v err=%v; want Access denied with \"read pw\" once", txt, isErr, err)
+	}
+	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "sparse", "offset": 500 << 20})
+	if err != nil || isErr || !strings.Contains(txt, "binary file (1073741824 bytes") {
+		t.Errorf("read_file of a 1 GiB sparse file at 500 MiB: %q isError=%v err=%v; want it named binary", txt, isErr, err)
+	}
+	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "digits", "offset": 4, "max_bytes": 3})
+	if err != nil || isErr || !strings.HasPrefix(txt, "456\n[... digits is 10 bytes; this is bytes 4-7; read on with offset 7") {
+		t.Errorf("read_file digits 4+3: %q isError=%v err=%v", txt, isErr, err)
 	}
 }

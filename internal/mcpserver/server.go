@@ -176,7 +176,17 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // ServeStdio serves one client over r and w (a process's stdin and stdout)
 // until the client hangs up or ctx is done, then ends the sandbox (or
 // leaves it running with Config.Persistent).
+//
+// With Config.Claim it attaches to that sandbox before serving and returns
+// an error naming the ID (wrapping goruntime.ErrSandboxNotFound when no
+// such sandbox exists) without serving when it cannot, so a bad ID stops
+// the process at once instead of failing every later call.
 func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	if s.cfg.Claim != "" {
+		if err := s.attachClaim(ctx); err != nil {
+			return err
+		}
+	}
 	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
 	defer cancel()
@@ -185,6 +195,23 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 		return errors.Join(fmt.Errorf("serve stdio: %w", err), cerr)
 	}
 	return cerr
+}
+
+// attachClaim attaches the stdio session's slot to the sandbox
+// Config.Claim names.
+func (s *Server) attachClaim(ctx context.Context) error {
+	sl, err := s.pool.acquire(ctx, stdioKey, nil)
+	if err != nil {
+		return fmt.Errorf("attach --claim=%s: %w", s.cfg.Claim, err)
+	}
+	defer s.pool.release(sl)
+	if _, err := s.pool.session(ctx, sl); err != nil {
+		if errors.Is(err, goruntime.ErrSandboxNotFound) {
+			return fmt.Errorf("--claim: %w (use an ID an earlier --persistent run logged; a server started without --persistent closes its sandbox on exit)", err)
+		}
+		return fmt.Errorf("--claim: %w", err) // the library names the backend and the ID
+	}
+	return nil
 }
 
 // Handler returns the Streamable HTTP handler: one sandbox per MCP

@@ -603,6 +603,27 @@ func TestClaimAndPersistent(t *testing.T) {
 	}
 }
 
+// TestBadClaimFailsAtStart: ServeStdio with a claim that names no sandbox
+// returns an error at once instead of serving calls that all fail.
+func TestBadClaimFailsAtStart(t *testing.T) {
+	s, _ := newTestServer(t, Config{Claim: "no-such-sandbox"})
+	inR, inW := io.Pipe() // the client never writes
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.ServeStdio(context.Background(), inR, outW) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, goruntime.ErrSandboxNotFound) || !strings.Contains(err.Error(), "no-such-sandbox") || strings.Count(err.Error(), "--claim") != 1 {
+			t.Fatalf("ServeStdio with a bad claim = %v; want an error naming --claim once and the ID, wrapping ErrSandboxNotFound", err)
+		}
+	case <-time.After(10 * time.Second):
+		inW.Close() // end the serve loop so the test can finish
+		t.Fatal("ServeStdio with a claim naming no sandbox started serving; want an error at once")
+	}
+}
+
 func TestHandlerRefusesStdioOnlyOptions(t *testing.T) {
 	for _, cfg := range []Config{{Claim: "x"}, {Persistent: true}} {
 		s, _ := newTestServer(t, cfg)
