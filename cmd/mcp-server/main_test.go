@@ -433,7 +433,7 @@ func TestReadFileEdgeCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	r, err := smoke.RunGo(ctx, cs, nil, "mkfifo f && ln -s /etc/passwd pw && truncate -s 1G sparse && printf 0123456789 > digits", 0)
+	r, err := smoke.RunGo(ctx, cs, nil, "mkfifo f && ln -s /etc/passwd pw && ln -s /etc etc && truncate -s 1G sparse && printf 0123456789 > digits", 0)
 	if err != nil || r.IsError {
 		t.Fatalf("setup: %v %+v\n%s", err, r, logs.String())
 	}
@@ -446,6 +446,10 @@ func TestReadFileEdgeCases(t *testing.T) {
 	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "pw"})
 	if err != nil || !isErr || strings.Count(txt, "read pw") != 1 || !strings.Contains(txt, "Access denied") {
 		t.Errorf("read_file of a symlink out of /app: %q isError=%v err=%v; want Access denied with \"read pw\" once", txt, isErr, err)
+	}
+	txt, isErr, err = smoke.Tool(ctx, cs, "list_files", map[string]any{"path": "etc"})
+	if err != nil || !isErr || strings.Count(txt, "list etc") != 1 || !strings.Contains(txt, "Access denied") {
+		t.Errorf("list_files of a symlink out of /app: %q isError=%v err=%v; want Access denied with \"list etc\" once", txt, isErr, err)
 	}
 	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "sparse", "offset": 500 << 20})
 	if err != nil || isErr || !strings.Contains(txt, "binary file (1073741824 bytes") {

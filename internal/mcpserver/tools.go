@@ -570,7 +570,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Lis
 	case errors.Is(err, goruntime.ErrNotExist):
 		return nil, ListOutput{}, fmt.Errorf("list %s: no such directory under /app", root)
 	case err != nil:
-		return nil, ListOutput{}, describe(fmt.Errorf("list %s: %w", root, err))
+		return nil, ListOutput{}, describe(err) // the library names the operation and the path
 	}
 	if in.Recursive {
 		slices.SortFunc(out.Entries, func(a, b ListEntry) int { return strings.Compare(a.Path, b.Path) })
