@@ -120,7 +120,7 @@ func Open(ctx context.Context, b Backend, opts Options) (*Session, error) {
 func Attach(ctx context.Context, b Backend, id string, opts Options) (*Session, error) {
 	sb, err := b.Attach(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("attach %s sandbox %q: %w", b.Name(), id, err)
+		return nil, fmt.Errorf("attach: %w", err) // the backend names the sandbox
 	}
 	return &Session{sb: sb, backend: b.Name(), opts: opts.withDefaults()}, nil
 }

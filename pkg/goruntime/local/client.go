@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -201,10 +200,4 @@ func statusError(what string, resp *http.Response) error {
 		return fmt.Errorf("%s: %s: %w", what, msg, sentinel)
 	}
 	return fmt.Errorf("%s: server answered %s: %s", what, resp.Status, msg)
-}
-
-// isConnError reports whether err means the server could not be reached.
-func isConnError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
