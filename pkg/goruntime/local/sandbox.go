@@ -50,6 +50,8 @@ type Sandbox struct {
 	gone     error    // set once the sandbox was found dead; wraps ErrSandboxGone
 	lifeline *os.File // write end of the lifeline pipe; nil after Attach
 	exited   chan struct{}
+
+	proc processConn // gRPC connection for ExecStream
 }
 
 var _ goruntime.Sandbox = (*Sandbox)(nil)
@@ -501,6 +503,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	s.done = true
 	s.cl.close()
+	s.proc.close()
 	if s.lifeline != nil {
 		s.lifeline.Close() // the lifeline shell exits, and the sandbox with it
 	}
@@ -537,6 +540,7 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 	}
 	s.done = true
 	s.cl.close()
+	s.proc.close()
 	if s.lifeline != nil {
 		_, err := s.lifeline.Write([]byte("detach\n"))
 		s.lifeline.Close()
