@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -318,13 +317,4 @@ func goneWithin(pid int, d time.Duration) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// firstLine reads the first line of s.
-func firstLine(s string) string {
-	sc := bufio.NewScanner(strings.NewReader(s))
-	if sc.Scan() {
-		return sc.Text()
-	}
-	return ""
 }

@@ -31,7 +31,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // timeoutMarker matches the line coreutils timeout --verbose prints when it
 // signals our wrapper's /bin/sh (quotes vary with the locale).
-var timeoutMarker = regexp.MustCompile("(?m)^timeout: sending signal [A-Z0-9]+ to command .?/bin/sh.?\\n?")
+var timeoutMarker = regexp.MustCompile(`(?m)^timeout: sending signal [A-Z0-9]+ to command .?/bin/sh.?\n?`)
 
 // serverKillNote matches the note cmd/sandbox-server appends to stderr when
 // a command dies of SIGKILL, which timeout's KILL causes.

@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -315,5 +314,3 @@ func tail(path string, n int) string {
 	}
 	return string(data)
 }
-
-var errNotRunning = errors.New("not running")
