@@ -36,7 +36,11 @@ race: ## the cheap packages again under the race detector
 e2e: deps ## end-to-end: real kube-apiserver, etcd, agent-sandbox controller and router
 	bash test/e2e/run.sh
 
-lint: deps ## shellcheck the scripts and render every kustomize overlay
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
+
+lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overlay
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags e2e ./test/e2e/...
 	shellcheck scripts/*.sh test/e2e/*.sh .ci/run
 	@# kubectl from PATH, else the one the e2e harness builds from pinned sources.
 	kubectl=$$(command -v kubectl || echo "$$(bash test/e2e/build-tools.sh)/kubectl"); \

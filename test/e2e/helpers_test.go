@@ -128,27 +128,6 @@ func processGone(pid int) bool {
 	return errors.Is(err, syscall.ESRCH)
 }
 
-// sandboxPod finds the pod of the Sandbox a claim owns: the claim's
-// status names the sandbox, and the sandbox's pod has its name.
-func sandboxPod(ctx context.Context, t testing.TB, claim string) string {
-	t.Helper()
-	ext := extClient(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := ext.ExtensionsV1beta1().SandboxClaims(testNS).Get(ctx, claim, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get claim %s: %v", claim, err)
-		}
-		if name := c.Status.SandboxStatus.Name; name != "" {
-			return name
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim %s names no sandbox: status %+v", claim, c.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // percentile returns the p-th percentile (0..100) of ds by nearest rank.
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
