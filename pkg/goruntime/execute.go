@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -39,9 +40,12 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	if err := ValidateFiles(req.Files); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if err := ValidateEnv(req.Env); err != nil {
+		return nil, err
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	if s.closed.Load() {
 		return nil, ErrClosed
 	}
 	if len(req.Files) > 0 {
@@ -148,14 +152,44 @@ func ValidateFiles(files []File) error {
 				return fmt.Errorf("file path %q contains \"..\": %w", p, ErrPathEscape)
 			}
 		}
+		for _, el := range strings.Split(p, "/") {
+			if len(el) > maxNameBytes {
+				return fmt.Errorf("file path %q has an element of %d bytes; at most %d", clip(p, 80), len(el), maxNameBytes)
+			}
+		}
 		clean := path.Clean(p)
 		if clean == "." {
 			return fmt.Errorf("file path %q names the work directory itself: %w", p, ErrPathEscape)
+		}
+		if strings.HasSuffix(p, "/") {
+			return fmt.Errorf("file path %q ends in \"/\": name a file, not a directory", p)
 		}
 		if seen[clean] {
 			return fmt.Errorf("file path %q given twice", p)
 		}
 		seen[clean] = true
+	}
+	return nil
+}
+
+// maxNameBytes is the longest file name element Linux file systems take
+// (NAME_MAX).
+const maxNameBytes = 255
+
+// envNameRE is what a POSIX shell passes on to the commands it runs; other
+// names would silently disappear.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidateEnv checks that every name is a shell variable name
+// ([A-Za-z_][A-Za-z0-9_]*) and no value holds a NUL byte.
+func ValidateEnv(env map[string]string) error {
+	for k, v := range env {
+		if !envNameRE.MatchString(k) {
+			return fmt.Errorf("environment variable name %q: want [A-Za-z_][A-Za-z0-9_]*", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("environment variable %s: value contains a NUL byte", k)
+		}
 	}
 	return nil
 }
@@ -204,9 +238,9 @@ func Archive(files []File) ([]byte, error) {
 
 // Reset empties /app and keeps the build and module caches.
 func (s *Session) Reset(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.run.Lock()
+	defer s.run.Unlock()
+	if s.closed.Load() {
 		return ErrClosed
 	}
 	const cmd = "chmod -R u+w . 2>/dev/null; find . -mindepth 1 -delete"
@@ -237,33 +271,28 @@ func (s *Session) List(ctx context.Context, path string) ([]FileInfo, error) {
 }
 
 func (s *Session) check() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return ErrClosed
 	}
 	return nil
 }
 
-// Close destroys the sandbox. Calling it again returns nil.
+// Close destroys the sandbox, without waiting for a running Execute (which
+// then returns an error). Calling it again returns nil.
 func (s *Session) Close(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	return s.sb.Close(ctx)
 }
 
-// Disconnect leaves the sandbox running for a later Attach by ID.
+// Disconnect leaves the sandbox running for a later Attach by ID. It does
+// not wait for a running Execute, which goes on in the sandbox while this
+// client stops waiting for it.
 func (s *Session) Disconnect(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	return s.sb.Disconnect(ctx)
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,30 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}
 	if _, err := Archive([]File{{Path: "../evil"}}); !errors.Is(err, ErrPathEscape) {
 		t.Errorf("Archive(../evil) = %v, want ErrPathEscape", err)
+	}
+}
+
+func TestValidateFilesNames(t *testing.T) {
+	for _, p := range []string{"dir/", "a/" + strings.Repeat("x", 256)} {
+		if err := ValidateFiles([]File{{Path: p}}); err == nil {
+			t.Errorf("ValidateFiles(%.40q) = nil, want an error", p)
+		}
+	}
+	if err := ValidateFiles([]File{{Path: strings.Repeat("x", 255)}}); err != nil {
+		t.Errorf("ValidateFiles(255-byte name) = %v, want nil", err)
+	}
+}
+
+func TestValidateEnv(t *testing.T) {
+	for _, k := range []string{"", "1A", "A-B", "A B", "é", "BASH_FUNC_x%%", "A=B"} {
+		if err := ValidateEnv(map[string]string{k: "v"}); err == nil {
+			t.Errorf("ValidateEnv(%q) = nil, want an error", k)
+		}
+	}
+	if err := ValidateEnv(map[string]string{"_A1": "any value\nwith lines"}); err != nil {
+		t.Errorf("ValidateEnv(_A1) = %v", err)
+	}
+	if err := ValidateEnv(map[string]string{"A": "x\x00"}); err == nil {
+		t.Error("ValidateEnv accepted a NUL in a value")
 	}
 }

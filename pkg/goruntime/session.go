@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,14 +98,16 @@ func (o Options) withDefaults() Options {
 }
 
 // Session is one sandbox and the calls made in it. Its methods are safe for
-// concurrent use; Execute calls run one at a time.
+// concurrent use; Execute and Reset calls run one at a time. Close and
+// Disconnect do not wait for a running Execute: Close destroys the sandbox
+// at once and the running call returns an error.
 type Session struct {
 	sb      Sandbox
 	backend string
 	opts    Options
 
-	mu     sync.Mutex // serializes Execute/Reset, guards closed
-	closed bool
+	run    sync.Mutex  // serializes Execute and Reset
+	closed atomic.Bool // set by Close or Disconnect
 }
 
 // Open provisions a new sandbox from b.

@@ -484,7 +484,7 @@ func TestPortForwardModeWithoutRouter(t *testing.T) {
 	c.disc.PrependReactor("list", "endpointslices", func(ktesting.Action) (bool, runtime.Object, error) {
 		return true, &discoveryv1.EndpointSliceList{Items: []discoveryv1.EndpointSlice{{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"kubernetes.io/service-name": routerService}},
-			Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+			Endpoints:  []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 		}}}, nil
 	})
 	if err := b.checkRouter(t.Context()); err != nil {

@@ -1,0 +1,87 @@
+package goruntime_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// The local backend re-executes this test binary as the sandbox's runtime
+// server.
+func TestMain(m *testing.M) {
+	local.ServeIfChild()
+	os.Exit(m.Run())
+}
+
+func openLocal(t *testing.T) *goruntime.Session {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
+	}
+	b, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a first run builds the seed cache
+	defer cancel()
+	sess, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	return sess
+}
+
+func TestCloseDoesNotWaitForExecute(t *testing.T) {
+	sess := openLocal(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sess.Execute(context.Background(), goruntime.Request{Command: "sleep 60"})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // let the command start
+	start := time.Now()
+	if err := sess.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Execute of a command whose sandbox was closed returned no error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Execute still running 20s after Close returned (Close took %v)", time.Since(start))
+	}
+	if _, err := sess.Execute(context.Background(), goruntime.Request{Command: "true"}); !errors.Is(err, goruntime.ErrClosed) {
+		t.Fatalf("Execute after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestExecuteRefusesBadRequestsUpFront(t *testing.T) {
+	sess := openLocal(t)
+	ctx := context.Background()
+	bad := []goruntime.Request{
+		{Command: "env", Env: map[string]string{"1ABC": "x"}},
+		{Command: "env", Env: map[string]string{"X Y": "x"}},
+		{Command: "env", Env: map[string]string{"OK": "a\x00b"}},
+		{Command: "true", Files: []goruntime.File{{Path: "dir/", Data: []byte("x")}}},
+		{Command: "true", Files: []goruntime.File{{Path: "d/" + strings.Repeat("n", 300) + ".go"}}},
+	}
+	for _, req := range bad {
+		if _, err := sess.Execute(ctx, req); err == nil {
+			t.Errorf("Execute(%+v) = nil error, want a refusal", req.Env)
+		}
+	}
+	// Nothing was written and the session still works.
+	res, err := sess.Execute(ctx, goruntime.Request{Command: "ls -A | wc -l; echo $GOOD", Env: map[string]string{"GOOD": "yes"}})
+	if err != nil || res.Stdout != "0\nyes\n" {
+		t.Fatalf("after refusals: %+v, %v; want an empty /app and GOOD=yes", res, err)
+	}
+}
