@@ -196,6 +196,47 @@ func TestFileSizeLimit(t *testing.T) {
 	mustOK(t, s, goruntime.Request{Command: "head -c 500000 /dev/zero > small && wc -c < small"})
 }
 
+// TestFileSizeLimitExitZero: a command that runs into RLIMIT_FSIZE but
+// exits 0 itself (the shell reports the killed child and goes on; a Go
+// program gets EFBIG and prints it to stdout) is still file_size_limit.
+func TestFileSizeLimitExitZero(t *testing.T) {
+	opts := testOptions()
+	opts.FileSizeBytes = 8 << 20 // room for the Go program's binary
+	s := openSession(t, newBackend(t, opts))
+	res := run(t, s, goruntime.Request{Command: "head -c 10000000 /dev/zero > big; echo status=$?"})
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "status=153") {
+		t.Fatalf("exit %d stdout %q stderr %q; want exit 0 and status=153", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if res.Outcome != goruntime.OutcomeFileSizeLimit {
+		t.Errorf("shell: outcome %s (stderr %q), want %s", res.Outcome, res.Stderr, goruntime.OutcomeFileSizeLimit)
+	}
+	assertLimit(t, s, "head -c 10000000 /dev/zero > big2; echo status=$?", goruntime.LimitFileSize)
+	prog := `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := os.WriteFile("big", make([]byte, 10<<20), 0o644); err != nil {
+		fmt.Println(err)
+	}
+}
+`
+	res = run(t, s, goruntime.Request{
+		Files:   []goruntime.File{{Path: "main.go", Data: []byte(prog)}},
+		Command: "go run main.go",
+		Timeout: 3 * time.Minute,
+	})
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "file too large") {
+		t.Fatalf("go program: exit %d stdout %q stderr %q; want exit 0 and EFBIG on stdout", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if res.Outcome != goruntime.OutcomeFileSizeLimit {
+		t.Errorf("go program: outcome %s, want %s", res.Outcome, goruntime.OutcomeFileSizeLimit)
+	}
+}
+
 func TestOutputLimit(t *testing.T) {
 	opts := testOptions()
 	opts.OutputBytes = 64 << 10

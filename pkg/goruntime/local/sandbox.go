@@ -401,8 +401,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	cg := &s.meta.Cgroup
-	before := cg.counters()
+	before := s.meta.Cgroup.counters()
 	var resp *runtimeapi.ExecuteResponse
 	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
 		var err error
@@ -412,7 +411,6 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	if err != nil {
 		return nil, err
 	}
-	after := cg.counters()
 	res := &goruntime.ExecResult{
 		Stdout:          resp.Stdout,
 		Stderr:          resp.Stderr,
@@ -422,25 +420,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		TimedOut:        resp.TimedOut,
 		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
 	}
-	switch {
-	case after.OOMKills > before.OOMKills:
-		res.Limit = goruntime.LimitMemory
-	case after.PidsMax > before.PidsMax:
-		res.Limit = goruntime.LimitProcesses
-	case resp.Signal == int(syscall.SIGXFSZ), resp.ExitCode == 128+int(syscall.SIGXFSZ), strings.Contains(resp.Stderr, "file too large"):
-		res.Limit = goruntime.LimitFileSize
-	case resp.StdoutTruncated, resp.StderrTruncated:
-		res.Limit = goruntime.LimitOutput
-	}
-	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
-		if err := cg.kill(s.keep, 5*time.Second); err != nil {
-			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
-		}
-	}
-	if !s.meta.Network && strings.Contains(resp.Stderr, "file://"+modCacheRO+"/cache/download") {
-		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
-			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
-	}
+	s.finishExec(ctx, before, res, resp.Signal)
 	return res, nil
 }
 

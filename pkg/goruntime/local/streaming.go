@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -83,8 +80,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
 	}
 
-	cg := &s.meta.Cgroup
-	before := cg.counters()
+	before := s.meta.Cgroup.counters()
 	var res *goruntime.ExecResult
 	err = s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
 		var err error
@@ -97,24 +93,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err != nil {
 		return nil, err
 	}
-	after := cg.counters()
-	switch {
-	case after.OOMKills > before.OOMKills:
-		res.Limit = goruntime.LimitMemory
-	case after.PidsMax > before.PidsMax:
-		res.Limit = goruntime.LimitProcesses
-	case res.ExitCode == 128+int(syscall.SIGXFSZ), strings.Contains(res.Stderr, "file too large"):
-		res.Limit = goruntime.LimitFileSize
-	}
-	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
-		if err := cg.kill(s.keep, 5*time.Second); err != nil {
-			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
-		}
-	}
-	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
-		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
-			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
-	}
+	s.finishExec(ctx, before, res, 0)
 	return res, nil
 }
 

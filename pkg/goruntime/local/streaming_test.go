@@ -95,6 +95,7 @@ func TestExecStreamReportsLimits(t *testing.T) {
 		want goruntime.Limit
 	}{
 		{"head -c 2000000 /dev/zero > big", goruntime.LimitFileSize},
+		{"head -c 2000000 /dev/zero > big; echo status=$?", goruntime.LimitFileSize},
 		{"yes | head -c 1000000", goruntime.LimitOutput},
 		{"echo fine", ""},
 	}

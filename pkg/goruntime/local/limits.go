@@ -1,0 +1,67 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// hitFileSize reports whether a finished command ran into the file size
+// limit: killed by SIGXFSZ (signal, or exit status 128+SIGXFSZ = 153), or
+// in either output stream a text a command prints when it ran into
+// RLIMIT_FSIZE without dying of SIGXFSZ itself: the shell's report of a
+// child the signal killed ("File size limit exceeded", strsignal(SIGXFSZ))
+// or EFBIG's message ("file too large", e.g. a Go program's
+// "write big: file too large"). The command's own exit
+// status does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
+func hitFileSize(res *goruntime.ExecResult, signal int) bool {
+	if signal == int(syscall.SIGXFSZ) || res.ExitCode == 128+int(syscall.SIGXFSZ) {
+		return true
+	}
+	for _, m := range []string{"File size limit exceeded", "file too large"} {
+		if strings.Contains(res.Stderr, m) || strings.Contains(res.Stdout, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitHit names the limit a finished command ran into, from the cgroup
+// counters read before and after it and its result (signal is the signal
+// that killed it, 0 if none or unknown), or the Limit res already carries
+// (the streaming client sets LimitOutput), else "".
+func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal int) goruntime.Limit {
+	switch {
+	case after.OOMKills > before.OOMKills:
+		return goruntime.LimitMemory
+	case after.PidsMax > before.PidsMax:
+		return goruntime.LimitProcesses
+	case hitFileSize(res, signal):
+		return goruntime.LimitFileSize
+	case res.StdoutTruncated, res.StderrTruncated:
+		return goruntime.LimitOutput
+	}
+	return res.Limit
+}
+
+// finishExec completes the result of a command that Exec or ExecStream
+// ran: it fills res.Limit (limitHit), kills whatever a command that ran
+// into the memory or process limit left behind, and appends the note on
+// modules a sandbox without network cannot fetch.
+func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *goruntime.ExecResult, signal int) {
+	cg := &s.meta.Cgroup
+	res.Limit = limitHit(before, cg.counters(), res, signal)
+	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
+		if err := cg.kill(s.keep, 5*time.Second); err != nil {
+			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
+		}
+	}
+	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
+		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
+			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+	}
+}
