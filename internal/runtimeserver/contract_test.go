@@ -689,3 +689,39 @@ func TestUploadBodyVariants(t *testing.T) {
 		}
 	})
 }
+
+// TestExecuteLongCommand: a command longer than Linux allows one argument
+// to be (128 KiB, MAX_ARG_STRLEN) runs like any other, through a private
+// script file outside the base directory that is gone after the run.
+func TestExecuteLongCommand(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the server puts the script file
+	ts := startServer(t, nil)
+	filler := "; : " + strings.Repeat("a", 1<<20) + "\n"
+	t.Run("output, env and exit code", func(t *testing.T) {
+		res := ts.exec(t, map[string]any{
+			"command": `echo start; ls -A; echo "$GREETING"` + filler + "echo end >&2; exit 7",
+			"env":     map[string]string{"GREETING": "hi"},
+		})
+		if res.Stdout != "start\nhi\n" || res.Stderr != "end\n" || res.ExitCode != 7 {
+			t.Fatalf("got stdout %q stderr %.300q exit %d; want start, an empty base dir, hi, end on stderr, exit 7", res.Stdout, res.Stderr, res.ExitCode)
+		}
+	})
+	t.Run("own process group and timeout", func(t *testing.T) {
+		res := ts.exec(t, map[string]any{
+			"command":         `cut -d' ' -f5 /proc/$$/stat; echo $$` + filler + "sleep 30; echo after",
+			"timeout_seconds": 0.5,
+		})
+		f := strings.Fields(res.Stdout)
+		if len(f) != 2 || f[0] != f[1] || !res.TimedOut || res.ExitCode != 124 {
+			t.Fatalf("got %+v, want the shell to lead its own group and the deadline to kill it", res)
+		}
+	})
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("command file left behind: %s", e.Name())
+	}
+}

@@ -45,8 +45,33 @@ type procStarter interface {
 	Done(pid int)
 }
 
-// run runs spec with /bin/sh -c in the base directory, as the leader of a
-// new process group. When ctx ends (client gone, server shutting down) or
+// maxArgCommandBytes is the longest command passed to the shell as an
+// argument (/bin/sh -c <command>). Linux refuses any single argv string
+// over 128 KiB (MAX_ARG_STRLEN) with E2BIG; a longer command is written to
+// a script file that the shell reads instead (scriptFile).
+const maxArgCommandBytes = 64 << 10
+
+// scriptFile writes command to a new private file (mode 0600) in the
+// server's temporary directory ($TMPDIR, else /tmp), outside the base
+// directory so that file listings never show it, and returns its name.
+// The caller removes it.
+func scriptFile(command string) (string, error) {
+	f, err := os.CreateTemp("", "sandbox-command-*.sh")
+	if err != nil {
+		return "", fmt.Errorf("create command file: %w", err)
+	}
+	_, werr := f.WriteString(command)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("write command file %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// run runs spec with /bin/sh -c in the base directory (a command over
+// maxArgCommandBytes: /bin/sh <script file>, the file removed after the
+// run), as the leader of a new process group. When ctx ends (client gone, server shutting down) or
 // the deadline passes, the whole group is killed with SIGKILL; output
 // written before that is kept. The error is non-nil only when the command
 // could not be started.
@@ -56,7 +81,16 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteRes
 
 	stdout := &capture{limit: s.cfg.MaxOutputBytes}
 	stderr := &capture{limit: s.cfg.MaxOutputBytes}
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", spec.command)
+	args := []string{"-c", spec.command}
+	if len(spec.command) > maxArgCommandBytes {
+		script, err := scriptFile(spec.command)
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(script)
+		args = []string{script}
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", args...)
 	cmd.Dir = s.root.Dir()
 	cmd.Env = slices.Clip(s.env) // appends below copy, never touching s.env
 	for k, v := range spec.env {
@@ -73,7 +107,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteRes
 
 	start := time.Now()
 	if err := s.procs.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start /bin/sh -c: %w", err)
+		return nil, fmt.Errorf("start /bin/sh: %w", err)
 	}
 	oomFirst(cmd.Process.Pid)
 	waitErr := cmd.Wait()
@@ -101,7 +135,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*runtimeapi.ExecuteRes
 	case cmd.ProcessState != nil:
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	default:
-		return nil, fmt.Errorf("wait /bin/sh -c: %w", waitErr)
+		return nil, fmt.Errorf("wait /bin/sh: %w", waitErr)
 	}
 	res.Stdout, res.StdoutTruncated = stdout.render("stdout", s.cfg.MaxOutputBytes)
 	res.Stderr, res.StderrTruncated = stderr.render("stderr", s.cfg.MaxOutputBytes-len(note)-8)
