@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // The SDK's Run sends only {"command": ...}, so ExecRequest.Env and
@@ -24,6 +26,12 @@ import (
 // a timeout is told apart from a command that itself exits 124; the line is
 // removed from the stderr we report.
 
+// MaxCommandBytes is the longest command this backend runs. The wrapper
+// hands the command to /bin/sh -c as one argument, and Linux refuses any
+// single argument over 128 KiB (MAX_ARG_STRLEN); the rest is headroom.
+// Longer scripts belong in a file (WriteFile, then run it with sh).
+const MaxCommandBytes = 120 << 10
+
 // killGrace is how long a timed-out command has between SIGTERM and SIGKILL.
 const killGrace = 5 * time.Second
 
@@ -38,8 +46,13 @@ var timeoutMarker = regexp.MustCompile(`(?m)^timeout: sending signal [A-Z0-9]+ t
 var serverKillNote = regexp.MustCompile(`\[sandbox-server: command killed by signal 9[^\n]*\]\n?$`)
 
 // wrapCommand returns the shell line that runs command with env added and,
-// when timeout > 0, under coreutils timeout. Errors name the bad input.
+// when timeout > 0, under coreutils timeout. Errors name the bad input; a
+// command over MaxCommandBytes gets one wrapping goruntime.ErrTooLarge.
 func wrapCommand(command string, env map[string]string, timeout time.Duration) (string, error) {
+	if len(command) > MaxCommandBytes {
+		return "", fmt.Errorf("command is %d bytes, over this backend's limit of %d (120 KiB): it runs as /bin/sh -c '<command>' and Linux caps one argument at 128 KiB (MAX_ARG_STRLEN); write a long script to a file and run that file instead: %w",
+			len(command), MaxCommandBytes, goruntime.ErrTooLarge)
+	}
 	if strings.ContainsRune(command, 0) {
 		return "", fmt.Errorf("command contains a NUL byte")
 	}

@@ -1,8 +1,12 @@
 package agentsandbox
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 func TestTimedOut(t *testing.T) {
@@ -41,6 +45,46 @@ func TestSeconds(t *testing.T) {
 	} {
 		if got := seconds(d); got != want {
 			t.Errorf("seconds(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestExecCommandSizeLimit: a command up to MaxCommandBytes runs through
+// the real runtime server (wrapped in timeout … /bin/sh -c); a longer one
+// is refused before anything is sent, with an error naming the limit.
+func TestExecCommandSizeLimit(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	r := newRouter(t)
+	b := newBackend(t, c, r, nil)
+	ctx := t.Context()
+	sb, err := b.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := func(n int) string {
+		const head, tail = "echo start; : ", "\necho end"
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: command(MaxCommandBytes), Timeout: 30 * time.Second, Env: map[string]string{"A": "b"}})
+	if err != nil {
+		t.Fatalf("command of %d bytes: %v", MaxCommandBytes, err)
+	}
+	if res.Stdout != "start\nend\n" || res.ExitCode != 0 {
+		t.Fatalf("command of %d bytes: stdout %q stderr %.300q exit %d", MaxCommandBytes, res.Stdout, res.Stderr, res.ExitCode)
+	}
+	for _, n := range []int{MaxCommandBytes + 1, 1 << 20} {
+		r.mu.Lock()
+		sent := len(r.headers)
+		r.mu.Unlock()
+		_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: command(n), Timeout: 30 * time.Second})
+		if !errors.Is(err, goruntime.ErrTooLarge) || !strings.Contains(err.Error(), "128 KiB") {
+			t.Errorf("command of %d bytes: err %v, want ErrTooLarge naming the 128 KiB argument limit", n, err)
+		}
+		r.mu.Lock()
+		sent = len(r.headers) - sent
+		r.mu.Unlock()
+		if sent != 0 {
+			t.Errorf("command of %d bytes: %d requests sent", n, sent)
 		}
 	}
 }
