@@ -19,6 +19,10 @@ import (
 // next to its HTTP socket (sandbox-server --grpc-addr, docs/sandboxd.md).
 const grpcSocketName = "sandboxd.sock"
 
+// maxStreamCommandBytes is the longest command ExecStream streams; see
+// ExecStream.
+const maxStreamCommandBytes = 64 << 10
+
 func (l layout) grpcSocket() string { return filepath.Join(l.dir, "run", grpcSocketName) }
 
 // processConn is one sandbox's gRPC client connection, dialled on first
@@ -58,12 +62,15 @@ var _ goruntime.StreamingSandbox = (*Sandbox)(nil)
 // ProcessService over the sandbox's gRPC socket; a sandbox whose server
 // has no such socket (opened by an older version and reattached) runs the
 // command with Exec and passes its whole output to onChunk at the end.
+// A command over maxStreamCommandBytes also runs with Exec: the
+// ProcessService passes it to /bin/sh -c as one argument, which Linux caps
+// at 128 KiB, while Exec's server runs long commands from a file.
 // Errors are Exec's.
 func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(s.l.grpcSocket()); err != nil {
+	if _, err := os.Stat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
 		res, err := s.Exec(ctx, req)
 		if err == nil && onChunk != nil {
 			if res.Stdout != "" {

@@ -139,3 +139,20 @@ func TestSessionExecuteStreamGoProgram(t *testing.T) {
 		t.Fatalf("stdout came in %d chunks %q, want one per line", len(got), got)
 	}
 }
+
+// TestExecStreamLongCommand: a command over Linux's 128 KiB argument
+// limit runs (through Exec) and its output still reaches onChunk.
+func TestExecStreamLongCommand(t *testing.T) {
+	_, ss := streamingSandbox(t, testOptions())
+	var streamed strings.Builder
+	res, err := ss.ExecStream(context.Background(), goruntime.ExecRequest{
+		Command: "echo start; : " + strings.Repeat("a", 1<<20) + "\necho end",
+		Timeout: 30 * time.Second,
+	}, func(c goruntime.Chunk) { streamed.Write(c.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "start\nend\n" || res.ExitCode != 0 || streamed.String() != res.Stdout {
+		t.Fatalf("stdout %q stderr %.300q exit %d streamed %q", res.Stdout, res.Stderr, res.ExitCode, streamed.String())
+	}
+}
