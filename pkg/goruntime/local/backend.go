@@ -265,7 +265,9 @@ func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 
 // Attach reconnects to a running sandbox by ID, from this or another
 // process. Errors wrap goruntime.ErrSandboxNotFound when no sandbox with
-// that ID is running.
+// that ID is running, and goruntime.ErrSandboxGone when its processes run
+// but its runtime server stopped answering (stopped by SIGSTOP, wedged):
+// Attach then kills that sandbox and removes its directory.
 func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, error) {
 	return b.attach(ctx, id)
 }

@@ -2,11 +2,15 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,5 +200,58 @@ func TestCommandsAreOOMFirst(t *testing.T) {
 	}
 	if got := strings.TrimSpace(res.Stdout); got != "1000" {
 		t.Errorf("ExecStream: command oom_score_adj %q (stderr %q), want 1000", got, res.Stderr)
+	}
+}
+
+// TestAttachStoppedServer: attaching to a disconnected sandbox whose
+// runtime server a command stopped (SIGSTOP) reports ErrSandboxGone, not
+// ErrSandboxNotFound, and ends the sandbox: its bubblewrap exits and its
+// directory is removed.
+func TestAttachStoppedServer(t *testing.T) {
+	b := newBackend(t, testOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb := openSandbox(t, b)
+	id := sb.(*local.Sandbox).ID()
+	dir := sb.(*local.Sandbox).Dir()
+	data, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.PID <= 0 {
+		t.Fatalf("sandbox.json %s: pid %d, %v", data, m.PID, err)
+	}
+	if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "(sleep 0.5; for p in $(pgrep -x server); do kill -STOP $p; done) >/dev/null 2>&1 &"}); err != nil {
+		t.Fatalf("start the delayed stop: %v", err)
+	}
+	if err := sb.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+
+	_, err = b.Attach(ctx, id)
+	if errors.Is(err, goruntime.ErrSandboxNotFound) {
+		t.Fatalf("attach: %v wraps ErrSandboxNotFound, want ErrSandboxGone", err)
+	}
+	assertGone(t, ctx, "attach", err, "stopped answering")
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sandbox directory %s still there: %v", dir, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(m.PID, 0) == nil {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID)); strings.Contains(string(st), ") Z ") {
+			break // a zombie of this test process: exited
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bubblewrap (pid %d) still runs after the failed attach", m.PID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = b.Attach(ctx, id)
+	if !errors.Is(err, goruntime.ErrSandboxNotFound) {
+		t.Errorf("second attach: %v, want ErrSandboxNotFound", err)
 	}
 }

@@ -226,10 +226,36 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.cl.ready(rctx); err != nil {
-		s.cl.close()
-		return nil, fmt.Errorf("local sandbox %s: runtime server does not answer: %v: %w", id, err, goruntime.ErrSandboxNotFound)
+		if ctx.Err() != nil {
+			s.cl.close()
+			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
+		}
+		return s.attachFailed(ctx, err)
 	}
 	return s, nil
+}
+
+// attachFailed handles a sandbox whose processes are alive but whose
+// runtime server did not answer Attach's readiness check (err): one a
+// command stopped (SIGSTOP) or wedged would otherwise run until the
+// machine reboots, since prune removes only dead sandboxes. When the
+// server is stopped, has exited, or does not answer a second probe either
+// (diagnose), the sandbox is killed (its cgroup) and its directory
+// removed, and the error wraps goruntime.ErrSandboxGone. A server that
+// answers the second probe was only slow: s is returned.
+func (s *Sandbox) attachFailed(ctx context.Context, err error) (*Sandbox, error) {
+	var cause error
+	if s.serverState() == "stopped" {
+		cause = errServerWedged
+	}
+	gone := s.diagnose(ctx, cause, err)
+	if gone == nil {
+		return s, nil
+	}
+	if cerr := s.Close(context.WithoutCancel(ctx)); cerr != nil {
+		s.b.opts.Logger.Warn("local sandbox: remove after the server stopped answering", "id", s.meta.ID, "err", cerr)
+	}
+	return nil, fmt.Errorf("attach local sandbox %s: %w", s.meta.ID, gone)
 }
 
 // ID names the sandbox for Backend.Attach: the name of its state directory.
