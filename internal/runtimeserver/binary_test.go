@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -350,5 +352,57 @@ func TestBinaryAsPID1(t *testing.T) {
 	}
 	if code := p.status.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, p.logs())
+	}
+}
+
+// TestBinaryPermissionDenied: a file or directory inside the base that the
+// server may not read or write (mode 000, the server without
+// CAP_DAC_OVERRIDE, as in a sandbox) is 403 with a "Permission denied"
+// message, told apart from an escape, which keeps upstream's exact
+// {"message":"Access denied"}.
+func TestBinaryPermissionDenied(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv (util-linux) not found; install util-linux")
+	}
+	// Root without the capabilities that bypass file modes.
+	p := startWrapped(t, []string{setpriv, "--bounding-set", "-dac_override,-dac_read_search"}, os.Environ())
+	res := p.execute(t, http.DefaultClient, p.url, map[string]any{
+		"command": "echo x > secret && chmod 000 secret && mkdir locked && echo y > locked/f && chmod 000 locked && cat secret"})
+	if res.ExitCode == 0 {
+		t.Fatalf("the server's commands can still read a mode-000 file: %+v", res)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(p.url + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, path := range []string{"/download/secret", "/list/locked", "/download/locked/f", "/list/locked/sub"} {
+		code, body := get(path)
+		var m runtimeapi.Message
+		if code != http.StatusForbidden || json.Unmarshal([]byte(body), &m) != nil || !strings.HasPrefix(m.Message, "Permission denied") {
+			t.Errorf("GET %s: %d %s, want 403 with a message starting \"Permission denied\"", path, code, body)
+		}
+	}
+	var form strings.Builder
+	mw := multipart.NewWriter(&form)
+	fw, _ := mw.CreateFormFile("file", "locked/new.txt")
+	_, _ = fw.Write([]byte("data"))
+	_ = mw.Close()
+	resp, err := http.Post(p.url+"/upload", mw.FormDataContentType(), strings.NewReader(form.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"Permission denied`) {
+		t.Errorf("upload into a mode-000 directory: %d %s, want 403 Permission denied", resp.StatusCode, body)
+	}
+	if code, body := get("/download/%2E%2E%2Fetc%2Fpasswd"); code != http.StatusForbidden || strings.TrimSpace(body) != `{"message":"Access denied"}` {
+		t.Errorf("escape: %d %s, want 403 {\"message\":\"Access denied\"}", code, body)
 	}
 }

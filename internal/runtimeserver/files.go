@@ -25,8 +25,21 @@ const copyBufferSize = 1 << 20
 // carry beyond the file's own cap.
 const multipartSlack = 1 << 20
 
+// accessDenied answers 403 for a name that escapes the base directory
+// (or cannot name a file), with upstream's exact body.
 func accessDenied(w http.ResponseWriter) {
 	writeJSON(w, http.StatusForbidden, runtimeapi.Message{Message: "Access denied"})
+}
+
+// permissionDeniedPrefix starts the message of a 403 for a name inside the
+// base that the server may not read or write (EACCES, EPERM: e.g. a file
+// a command made mode 000), so clients can tell it from an escape.
+const permissionDeniedPrefix = "Permission denied"
+
+// permissionDenied answers 403 with a message starting with
+// permissionDeniedPrefix and naming the file.
+func permissionDenied(w http.ResponseWriter, name string) {
+	writeJSON(w, http.StatusForbidden, runtimeapi.Message{Message: fmt.Sprintf("%s: %q is not accessible to the sandbox's user (check its mode)", permissionDeniedPrefix, name)})
 }
 
 // refused reports whether a resolution error means the name must be
@@ -181,6 +194,10 @@ func copyChunks(dst io.Writer, src io.Reader) (n int64, readErr, writeErr error)
 }
 
 func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
+	if errors.Is(err, fs.ErrPermission) {
+		permissionDenied(w, name)
+		return
+	}
 	s.log.Error("upload", "name", name, "err", err)
 	writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("File upload failed: %v", err)})
 }
@@ -199,6 +216,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 	case refused(err):
 		accessDenied(w)
 		return
+	case errors.Is(err, fs.ErrPermission):
+		permissionDenied(w, name)
+		return
 	case err != nil:
 		notFound("File not found")
 		return
@@ -213,7 +233,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			accessDenied(w)
+			permissionDenied(w, name)
 			return
 		}
 		notFound("File not found")
@@ -261,6 +281,9 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 	case refused(err):
 		accessDenied(w)
 		return
+	case errors.Is(err, fs.ErrPermission):
+		permissionDenied(w, name)
+		return
 	case err != nil:
 		notDir()
 		return
@@ -272,12 +295,20 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 		return
 	}
 	d, err := root.Open(rel)
+	if errors.Is(err, fs.ErrPermission) {
+		permissionDenied(w, name)
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("List files failed: %v", err)})
 		return
 	}
 	dirents, err := d.ReadDir(-1)
 	d.Close()
+	if errors.Is(err, fs.ErrPermission) {
+		permissionDenied(w, name)
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, runtimeapi.Message{Message: fmt.Sprintf("List files failed: %v", err)})
 		return
