@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"mime/multipart"
 	"net"
@@ -192,7 +193,12 @@ func statusError(what string, resp *http.Response) error {
 	case http.StatusNotFound:
 		sentinel = goruntime.ErrNotExist
 	case http.StatusForbidden:
+		// The server's 403 for a file its user may not access (EACCES,
+		// EPERM) starts with this; any other 403 is an escape.
 		sentinel = goruntime.ErrPathEscape
+		if strings.HasPrefix(msg, "Permission denied") {
+			sentinel = fs.ErrPermission
+		}
 	case http.StatusRequestEntityTooLarge:
 		sentinel = goruntime.ErrTooLarge
 	}

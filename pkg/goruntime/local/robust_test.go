@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -253,5 +254,39 @@ func TestAttachStoppedServer(t *testing.T) {
 	_, err = b.Attach(ctx, id)
 	if !errors.Is(err, goruntime.ErrSandboxNotFound) {
 		t.Errorf("second attach: %v, want ErrSandboxNotFound", err)
+	}
+}
+
+// TestFilePermissionDenied: a file or directory under /app a command made
+// unreadable (mode 000) is reported as fs.ErrPermission, not as a path
+// that escapes /app; a real escape stays ErrPathEscape.
+func TestFilePermissionDenied(t *testing.T) {
+	sb := openSandbox(t, newBackend(t, testOptions()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "echo x > secret && chmod 000 secret && mkdir locked && chmod 000 locked && cat secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 {
+		t.Fatalf("the sandbox's user can read a mode-000 file: %+v", res)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, fs.ErrPermission) || errors.Is(err, goruntime.ErrPathEscape) {
+			t.Errorf("%s: %v, want fs.ErrPermission and not ErrPathEscape", what, err)
+		}
+	}
+	_, err = sb.ReadFile(ctx, "secret")
+	check("read a mode-000 file", err)
+	_, err = sb.List(ctx, "locked")
+	check("list a mode-000 directory", err)
+	_, err = sb.ReadFile(ctx, "locked/f")
+	check("read under a mode-000 directory", err)
+	if _, err := sb.ReadFile(ctx, "../etc/passwd"); !errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, fs.ErrPermission) {
+		t.Errorf("read ../etc/passwd: %v, want ErrPathEscape", err)
+	}
+	if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "true"}); err != nil {
+		t.Errorf("the sandbox no longer works after the refusals: %v", err)
 	}
 }

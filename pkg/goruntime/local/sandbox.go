@@ -294,7 +294,8 @@ var errServerWedged = errors.New("the runtime server stopped answering")
 // exited or does not answer a readiness probe within probeTimeout, the
 // sandbox is killed and the error wraps goruntime.ErrSandboxGone, and so
 // does every later call. Errors wrapping a goruntime sentinel the server
-// answered with (ErrNotExist, ErrPathEscape, ErrTooLarge) pass unchanged.
+// answered with (ErrNotExist, ErrPathEscape, ErrTooLarge, fs.ErrPermission)
+// pass unchanged.
 func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn func(context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -311,7 +312,7 @@ func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn f
 	err := fn(cctx)
 	cancel(nil)
 	<-watched
-	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) {
+	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) || errors.Is(err, fs.ErrPermission) {
 		return err
 	}
 	if gone := s.diagnose(ctx, context.Cause(cctx), err); gone != nil {
@@ -450,7 +451,9 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	return res, nil
 }
 
-// WriteFile uploads r to /app/name; name must not contain "/".
+// WriteFile uploads r to /app/name; name must not contain "/". Errors
+// wrap ErrPathEscape for a bad name, fs.ErrPermission when the sandbox's
+// user may not write there, ErrTooLarge over the upload limit.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
 	if err := s.check(); err != nil {
 		return err
@@ -464,7 +467,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 }
 
 // ReadFile returns the content of a file under /app. Errors wrap
-// ErrNotExist or ErrPathEscape.
+// ErrNotExist, ErrPathEscape (the path leads outside /app) or
+// fs.ErrPermission (the file is inside /app but the sandbox's user may not
+// read it, e.g. a command made it mode 000).
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -482,7 +487,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 }
 
 // List returns the entries of a directory under /app. Errors wrap
-// ErrNotExist or ErrPathEscape.
+// ErrNotExist, ErrPathEscape (the path leads outside /app) or
+// fs.ErrPermission (the directory is inside /app but the sandbox's user
+// may not read it).
 func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, error) {
 	if err := s.check(); err != nil {
 		return nil, err
