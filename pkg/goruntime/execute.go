@@ -72,15 +72,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	if ss, ok := s.sb.(StreamingSandbox); ok && onChunk != nil {
 		er, err = ss.ExecStream(ctx, ereq, onChunk)
 	} else {
-		er, err = s.sb.Exec(ctx, ereq)
-		if err == nil && onChunk != nil {
-			if er.Stdout != "" {
-				onChunk(Chunk{Stream: Stdout, Data: []byte(er.Stdout)})
-			}
-			if er.Stderr != "" {
-				onChunk(Chunk{Stream: Stderr, Data: []byte(er.Stderr)})
-			}
-		}
+		er, err = ExecWhole(ctx, s.sb, ereq, onChunk)
 	}
 	elapsed := time.Since(start)
 	if err != nil {
@@ -103,6 +95,23 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	s.opts.Logger.DebugContext(ctx, "execute", "backend", s.backend, "sandbox", s.sb.ID(),
 		"command", clip(req.Command, 120), "exit_code", res.ExitCode, "outcome", res.Outcome,
 		"duration_ms", res.Duration.Milliseconds())
+	return res, nil
+}
+
+// ExecWhole is the fallback for a sandbox that cannot stream: it runs req
+// with sb.Exec and, when onChunk is not nil, passes each stream's whole
+// output to it once the command has ended (stdout, then stderr).
+func ExecWhole(ctx context.Context, sb Sandbox, req ExecRequest, onChunk func(Chunk)) (*ExecResult, error) {
+	res, err := sb.Exec(ctx, req)
+	if err != nil || onChunk == nil {
+		return res, err
+	}
+	if res.Stdout != "" {
+		onChunk(Chunk{Stream: Stdout, Data: []byte(res.Stdout)})
+	}
+	if res.Stderr != "" {
+		onChunk(Chunk{Stream: Stderr, Data: []byte(res.Stderr)})
+	}
 	return res, nil
 }
 

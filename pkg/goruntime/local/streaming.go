@@ -71,16 +71,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 		return nil, err
 	}
 	if _, err := os.Stat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
-		res, err := s.Exec(ctx, req)
-		if err == nil && onChunk != nil {
-			if res.Stdout != "" {
-				onChunk(goruntime.Chunk{Stream: goruntime.Stdout, Data: []byte(res.Stdout)})
-			}
-			if res.Stderr != "" {
-				onChunk(goruntime.Chunk{Stream: goruntime.Stderr, Data: []byte(res.Stderr)})
-			}
-		}
-		return res, err
+		return goruntime.ExecWhole(ctx, s, req, onChunk)
 	}
 	conn, err := s.proc.get("unix:" + s.l.grpcSocket())
 	if err != nil {
