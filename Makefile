@@ -9,7 +9,7 @@ FLOW     ?= all
 # Packages whose tests are cheap enough to run again under -race.
 RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/pathsafe/ ./internal/runtimeserver/ ./internal/sandboxd/ ./internal/mcpserver/ ./internal/backendflag/
 
-.PHONY: help deps build demo test unit race e2e bench vet lint
+.PHONY: help deps build demo test unit race e2e bench bench-go vet lint
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -50,5 +50,9 @@ lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overla
 
 test: deps vet unit race lint e2e ## run every test
 
-bench: ## benchmarks: runtime server, local backend, MCP vs library
+bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
+	bash scripts/install-deps.sh bubblewrap python3-fastapi python3-uvicorn python3-multipart
+	$(GO) run ./cmd/bench
+
+bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/runtimeserver/ ./internal/sandboxd/ ./pkg/goruntime/local/ ./cmd/mcp-server/

@@ -12,6 +12,9 @@ packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
+	python3-fastapi # make bench: upstream agent-sandbox's Python runtime, the baseline of cmd/bench
+	python3-uvicorn # make bench: serves it
+	python3-multipart # make bench: its /upload (FastAPI's UploadFile)
 )
 
 if [ "$#" -gt 0 ]; then

@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 	}
 	start := time.Now()
 	var sess *goruntime.Session
-	sopts := goruntime.Options{Logger: logger, HeadBytes: -1, TailBytes: -1}
+	sopts := goruntime.Options{Logger: logger, HeadBytes: -1, TailBytes: -1, Progress: progressPrinter(stderr, 5*time.Second)}
 	if claim != "" {
 		fmt.Fprintf(stderr, "attaching to %s sandbox %s ...\n", backend.Name(), claim)
 		sess, err = goruntime.Attach(ctx, backend, claim, sopts)
@@ -142,4 +142,20 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 		}
 	}()
 	return demo.Run(ctx, sess, flow, opts)
+}
+
+// progressPrinter prints the backend's progress reports while a sandbox is
+// provisioned (the local backend's first start builds its seed build cache
+// for about a minute): a line at every new step, and at most one every
+// `every` in between.
+func progressPrinter(w io.Writer, every time.Duration) func(goruntime.Progress) {
+	var last goruntime.Progress
+	var at time.Time
+	return func(p goruntime.Progress) {
+		if p.Step == last.Step && p.Message == last.Message && time.Since(at) < every {
+			return
+		}
+		last, at = p, time.Now()
+		fmt.Fprintf(w, "  %s\n", p)
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // buildDemo builds this command the way a user's `go build` would, so the
@@ -48,6 +51,13 @@ func TestDemoBothFlowsLocal(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "provisioning local sandbox") {
 		t.Errorf("demo did not report provisioning on stderr:\n%s", stderr.String())
+	}
+	// A fresh state directory: the seed build cache is built first, and
+	// the demo says how far it is instead of a silent minute.
+	for _, want := range []string{"seed build cache: compiling the standard library for go run (step 1/4", "packages", "(step 4/4"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("demo did not report the seed build's progress (%q) on stderr:\n%s", want, stderr.String())
+		}
 	}
 }
 
@@ -106,5 +116,23 @@ func TestDemoBadFlags(t *testing.T) {
 	out, err := exec.Command(bin, "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--flow") || !strings.Contains(string(out), "Examples:") {
 		t.Errorf("demo --help: %v\n%s", err, out)
+	}
+}
+
+// TestProgressPrinter: a line at every new step, none for reports in
+// between until the interval has passed.
+func TestProgressPrinter(t *testing.T) {
+	var out strings.Builder
+	print := progressPrinter(&out, time.Hour)
+	p := goruntime.Progress{Stage: "seed build cache", Message: "compiling", Step: 1, Steps: 4, Total: 100}
+	for done := range 50 {
+		p.Done = done
+		print(p)
+	}
+	p.Step, p.Message = 2, "vetting"
+	print(p)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "step 1/4, 0/100 packages") || !strings.Contains(lines[1], "vetting (step 2/4") {
+		t.Errorf("printed:\n%s\nwant one line per step", out.String())
 	}
 }

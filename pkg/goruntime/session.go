@@ -73,6 +73,10 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// Logger receives debug logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Progress, when set, receives reports on long steps of Open and
+	// Attach (the local backend's one-time seed build, about a minute on
+	// a fresh machine); see Progress and WithProgress.
+	Progress func(Progress)
 }
 
 const (
@@ -112,7 +116,7 @@ type Session struct {
 
 // Open provisions a new sandbox from b.
 func Open(ctx context.Context, b Backend, opts Options) (*Session, error) {
-	sb, err := b.Open(ctx)
+	sb, err := b.Open(WithProgress(ctx, opts.Progress))
 	if err != nil {
 		return nil, fmt.Errorf("open %s sandbox: %w", b.Name(), err)
 	}
@@ -121,7 +125,7 @@ func Open(ctx context.Context, b Backend, opts Options) (*Session, error) {
 
 // Attach reconnects to the sandbox with the given ID (from Session.ID).
 func Attach(ctx context.Context, b Backend, id string, opts Options) (*Session, error) {
-	sb, err := b.Attach(ctx, id)
+	sb, err := b.Attach(WithProgress(ctx, opts.Progress), id)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err) // the backend names the sandbox
 	}

@@ -206,7 +206,32 @@ type seedBuild struct {
 	done  chan struct{} // closed when dir and err are set
 	dir   string
 	err   error
+
+	mu      sync.Mutex
+	last    goruntime.Progress // the latest report
+	changed chan struct{}      // closed and replaced at every report
 }
+
+// report records p as the build's latest progress and wakes the waiters.
+func (r *seedBuild) report(p goruntime.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.Elapsed = time.Since(r.start)
+	r.last = p
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// latest returns the latest report and a channel closed at the next one.
+func (r *seedBuild) latest() (goruntime.Progress, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.changed
+}
+
+// progressEvery is how often a caller waiting for the seed build gets a
+// progress report when nothing else changed (the elapsed time does).
+const progressEvery = 2 * time.Second
 
 // seed returns the seed build cache's directory. The build (or the wait
 // for another process's build, under the seed's lock file) runs once per
@@ -224,25 +249,59 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 	}
 	run := b.seedBuild
 	if run == nil {
-		run = &seedBuild{start: time.Now(), done: make(chan struct{})}
+		run = &seedBuild{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{}),
+			last: goruntime.Progress{Stage: seedStage, Message: "starting (once per machine and Go installation)"}}
 		b.seedBuild = run
 		go b.buildSeed(run)
 	}
 	b.seedMu.Unlock()
-	select {
-	case <-run.done:
-		return run.dir, run.err
-	case <-ctx.Done():
+	if err := run.wait(ctx); err != nil {
 		return "", fmt.Errorf("local backend: the seed Go build cache is still being built (%s so far; once per machine and Go installation, 1-3 minutes on 2 cores); "+
 			"the build continues in the background and the next Open will reuse it: raise the open timeout (--open-timeout for mcp-server), "+
-			"or call Backend.Prepare at startup: %w", time.Since(run.start).Round(time.Second), ctx.Err())
+			"or call Backend.Prepare at startup: %w", time.Since(run.start).Round(time.Second), err)
+	}
+	return run.dir, run.err
+}
+
+// wait blocks until the build is done or ctx ends (returning ctx.Err()),
+// sending its progress to ctx's progress function (goruntime.WithProgress)
+// when it has one: at once, at every new step, at most once a second for
+// packages compiled, and every progressEvery when nothing changed.
+func (r *seedBuild) wait(ctx context.Context) error {
+	if !goruntime.HasProgress(ctx) {
+		select {
+		case <-r.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	var sent goruntime.Progress
+	var sentAt time.Time
+	for {
+		p, changed := r.latest()
+		if p.Step != sent.Step || p.Message != sent.Message || time.Since(sentAt) >= time.Second {
+			p.Elapsed = time.Since(r.start)
+			goruntime.ReportProgress(ctx, p)
+			sent, sentAt = p, time.Now()
+		}
+		select {
+		case <-r.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-tick.C:
+		}
 	}
 }
 
 func (b *Backend) buildSeed(run *seedBuild) {
 	ctx, cancel := context.WithTimeout(context.Background(), seedBuildTimeout)
 	defer cancel()
-	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
+	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv(), run.report)
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (gave up after %s)", err, seedBuildTimeout)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // The seed build cache: built once per machine, Go installation and
@@ -133,7 +135,8 @@ func seedKey(goroot string) (string, error) {
 // ensureSeed returns the directory of a complete seed build cache for
 // goroot, building it first if needed. Concurrent callers (in this or
 // other processes) wait for one build.
-func ensureSeed(ctx context.Context, stateDir, goroot string, env []string) (string, error) {
+// report receives progress (see seedProgress).
+func ensureSeed(ctx context.Context, stateDir, goroot string, env []string, report func(goruntime.Progress)) (string, error) {
 	key, err := seedKey(goroot)
 	if err != nil {
 		return "", err
@@ -151,6 +154,9 @@ func ensureSeed(ctx context.Context, stateDir, goroot string, env []string) (str
 		return "", fmt.Errorf("lock seed: %w", err)
 	}
 	defer lock.Close()
+	if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		report(goruntime.Progress{Stage: seedStage, Message: "waiting for another process that is building it"})
+	}
 	if err := flockContext(ctx, lock); err != nil {
 		return "", fmt.Errorf("lock seed: %w", err)
 	}
@@ -158,7 +164,7 @@ func ensureSeed(ctx context.Context, stateDir, goroot string, env []string) (str
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil // built while we waited
 	}
-	if err := buildSeed(ctx, root, dir, goroot, env); err != nil {
+	if err := buildSeed(ctx, root, dir, goroot, env, report); err != nil {
 		return "", fmt.Errorf("build seed Go build cache for %s: %w", goroot, err)
 	}
 	return dir, nil
@@ -181,7 +187,7 @@ func flockContext(ctx context.Context, f *os.File) error {
 	}
 }
 
-func buildSeed(ctx context.Context, root, dir, goroot string, env []string) error {
+func buildSeed(ctx context.Context, root, dir, goroot string, env []string, report func(goruntime.Progress)) error {
 	work, err := os.MkdirTemp(root, "build-")
 	if err != nil {
 		return err
@@ -214,21 +220,41 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string) erro
 	runEnv := append(append([]string{}, env...),
 		"GOCACHE="+cache, "TMPDIR="+tmp, "HOME="+work, "GOPATH="+filepath.Join(work, "gopath"))
 	goCmd := filepath.Join(goroot, "bin", "go")
+	// What the build compiles, to say how far it is: go build -v names
+	// each package as it compiles it.
+	want := map[string]bool{}
+	list := exec.CommandContext(ctx, goCmd, "list", "-deps", "-test", "-f", "{{.ImportPath}}", ".")
+	list.Dir, list.Env = src, runEnv
+	if out, err := list.Output(); err == nil {
+		for _, p := range strings.Fields(string(out)) {
+			want[p] = true
+		}
+	}
 	steps := []struct {
 		dir  string
 		args []string
+		what string
 	}{
-		{hello, []string{"run", "main.go"}},
-		{src, []string{"build", "-o", filepath.Join(work, "seed.bin"), "."}},
-		{src, []string{"test", "-count=1", "-short", "."}},
-		{src, []string{"vet", "."}},
+		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run"},
+		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build"},
+		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test"},
+		{src, []string{"vet", "."}, "analysing the standard packages for go vet"},
 	}
-	for _, s := range steps {
-		cmd := exec.CommandContext(ctx, goCmd, s.args...)
-		cmd.Dir = s.dir
+	compiled := 0
+	for i, st := range steps {
+		p := goruntime.Progress{Stage: seedStage, Message: st.what, Step: i + 1, Steps: len(steps), Done: compiled, Total: len(want)}
+		report(p)
+		cmd := exec.CommandContext(ctx, goCmd, st.args...)
+		cmd.Dir = st.dir
 		cmd.Env = runEnv
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go %s: %w: %s", strings.Join(s.args, " "), err, bytes.TrimSpace(out))
+		out := &packageCounter{want: want, onPackage: func() {
+			compiled++
+			p.Done = min(compiled, len(want))
+			report(p)
+		}}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %w: %s", strings.Join(st.args, " "), err, bytes.TrimSpace(out.tail()))
 		}
 	}
 	// Drop what must stay per sandbox: trim bookkeeping is written fresh.
@@ -271,6 +297,45 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string) erro
 	}
 	return os.Chmod(dir, 0o555)
 }
+
+// seedStage is the Stage of the seed build's progress reports.
+const seedStage = "seed build cache"
+
+// packageCounter is a build step's stdout and stderr: it calls onPackage
+// for every line that names a package in want (go build -v prints each
+// package it compiles) and keeps the last 4 KiB for error messages.
+type packageCounter struct {
+	want      map[string]bool
+	seen      map[string]bool
+	onPackage func()
+	partial   []byte
+	last      []byte
+}
+
+func (c *packageCounter) Write(p []byte) (int, error) {
+	c.last = append(c.last, p...)
+	if len(c.last) > 4096 {
+		c.last = c.last[len(c.last)-4096:]
+	}
+	c.partial = append(c.partial, p...)
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := string(bytes.TrimSpace(c.partial[:i])); c.want[line] && !c.seen[line] {
+			if c.seen == nil {
+				c.seen = map[string]bool{}
+			}
+			c.seen[line] = true
+			c.onPackage()
+		}
+		c.partial = c.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (c *packageCounter) tail() []byte { return c.last }
 
 // populateCache fills dst (a sandbox's empty GOCACHE) from the seed:
 // hard links when running as root, copies otherwise (see the package

@@ -1,0 +1,76 @@
+// Command bench measures go-runtime-sandbox side by side with its
+// baselines on this machine and prints a table of ratios with the machine
+// it ran on: the runtime server against a bare fork+exec, upstream
+// agent-sandbox's Python runtime and its sandboxd daemon; local sandbox
+// open, first and warm go runs and 8 sandboxes at once against the bare
+// host; an MCP call against a library call. `make bench` runs it;
+// docs/benchmarks.md shows the last table and how to read it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/bench"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+func main() {
+	local.ServeIfChild()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses args, measures and prints the table to stdout (progress to
+// stderr). Exit codes: 0 every target met, 1 a target missed or a figure
+// could not be measured, 2 bad flags.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := bench.Defaults()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bench.RegisterFlags(fs, &cfg)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\n"+
+			"Measures go-runtime-sandbox against its baselines on this machine, side by side in one run,\n"+
+			"and prints a Markdown table of ratios (docs/benchmarks.md). Run it from the repository\n"+
+			"(make bench): it builds cmd/sandbox-server and cmd/mcp-server, reads upstream's Python runtime\n"+
+			"from the Go module cache and builds upstream's sandboxd once into --cache-dir.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected arguments %q (flags only; see -h)\n", fs.Args())
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	cfg.Log = stderr
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		rep.Print(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	if missed := rep.Missed(); len(missed) > 0 {
+		fmt.Fprintf(stderr, "bench: %d of the targets missed\n", len(missed))
+		return 1
+	}
+	return 0
+}

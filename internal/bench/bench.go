@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sections a run can measure.
+const (
+	SectionServer = "server" // runtime server vs bare exec, Python runtime, sandboxd
+	SectionLocal  = "local"  // local backend: open, first/warm runs, 8 at once
+	SectionMCP    = "mcp"    // MCP call vs library call vs bare host
+)
+
+// AllSections is every section, in the order a run measures them.
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP}
+
+// Upstream baselines of the server section.
+const (
+	BaselinePython   = "python"   // agent-sandbox's examples/python-runtime-sandbox (FastAPI)
+	BaselineSandboxd = "sandboxd" // agent-sandbox's packages/sandboxd daemon, built from the module
+)
+
+// AllBaselines is every upstream baseline.
+var AllBaselines = []string{BaselinePython, BaselineSandboxd}
+
+// Config configures a run.
+type Config struct {
+	// Sections to measure; default all.
+	Sections []string
+	// Baselines are the upstream servers the server section compares
+	// with; default all. The bare exec baseline is always measured.
+	Baselines []string
+	// Rounds is the number of samples per figure for the slow figures
+	// (go runs, opens); fast ones take 10x as many. Default 10.
+	Rounds int
+	// CacheDir holds what the run builds once per machine (upstream's
+	// sandboxd). Default /var/cache/go-runtime-sandbox/bench when
+	// writable, else the user cache directory.
+	CacheDir string
+	// StateDir is the local backend's state directory; default its own.
+	StateDir string
+	// Log receives progress lines (what is being measured); nil: none.
+	Log io.Writer
+}
+
+// Defaults returns the default Config.
+func Defaults() Config {
+	cache := "/var/cache/go-runtime-sandbox/bench"
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		if uc, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(uc, "go-runtime-sandbox", "bench")
+		}
+	}
+	return Config{Sections: slices.Clone(AllSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache}
+}
+
+// RegisterFlags adds the run's flags to fs, writing into cfg.
+func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp (default all)", func(s string) error {
+		cfg.Sections = strings.Split(s, ",")
+		return nil
+	})
+	fs.Func("baselines", "comma-separated upstream baselines of the server section: python, sandboxd (default both; empty: none)", func(s string) error {
+		cfg.Baselines = nil
+		if s != "" {
+			cfg.Baselines = strings.Split(s, ",")
+		}
+		return nil
+	})
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "samples per slow figure (go runs, opens); fast figures take 10x as many")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where upstream's sandboxd is built once per machine")
+	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "the local backend's state directory (default: its own)")
+}
+
+// Validate rejects a Config a run cannot use, naming the setting.
+func (c *Config) Validate() error {
+	for _, s := range c.Sections {
+		if !slices.Contains(AllSections, s) {
+			return fmt.Errorf("--sections: unknown section %q (want some of %s)", s, strings.Join(AllSections, ", "))
+		}
+	}
+	for _, b := range c.Baselines {
+		if !slices.Contains(AllBaselines, b) {
+			return fmt.Errorf("--baselines: unknown baseline %q (want some of %s)", b, strings.Join(AllBaselines, ", "))
+		}
+	}
+	if len(c.Sections) == 0 {
+		return errors.New("--sections: name at least one section")
+	}
+	if c.Rounds < 1 {
+		return fmt.Errorf("--rounds=%d: want at least 1", c.Rounds)
+	}
+	if c.CacheDir == "" {
+		return errors.New("--cache-dir: must not be empty")
+	}
+	return nil
+}
+
+// runner holds one run's state.
+type runner struct {
+	cfg    Config
+	report *Report
+	bins   map[string]string // our built commands by name
+}
+
+func (r *runner) add(row Row) { r.report.Rows = append(r.report.Rows, check(row)) }
+
+func (r *runner) note(format string, args ...any) {
+	r.report.Notes = append(r.report.Notes, "note: "+fmt.Sprintf(format, args...))
+	r.logf(format, args...)
+}
+
+func (r *runner) logf(format string, args ...any) {
+	if r.cfg.Log != nil {
+		fmt.Fprintf(r.cfg.Log, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run measures the configured sections and returns the report. A
+// baseline that cannot run here (no python3 FastAPI, no network to build
+// sandboxd) is skipped with a note; a figure of ours that cannot be
+// measured is an error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, report: &Report{Started: time.Now(), Machine: describeMachine(ctx)}}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	bindir, err := os.MkdirTemp("", "bench-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(bindir)
+	r.logf("building cmd/sandbox-server and cmd/mcp-server")
+	if r.bins, err = buildOurs(ctx, bindir, "sandbox-server", "mcp-server"); err != nil {
+		return nil, err
+	}
+	sections := map[string]func(context.Context) error{
+		SectionServer: r.serverSection,
+		SectionLocal:  r.localSection,
+		SectionMCP:    r.mcpSection,
+	}
+	for _, s := range AllSections {
+		if !slices.Contains(cfg.Sections, s) {
+			continue
+		}
+		r.logf("measuring %s", s)
+		if err := sections[s](ctx); err != nil {
+			return r.report, fmt.Errorf("%s section: %w", s, err)
+		}
+	}
+	r.report.Machine.LoadEnd = loadAvg()
+	r.report.Elapsed = time.Since(r.report.Started)
+	return r.report, nil
+}

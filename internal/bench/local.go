@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// smallModule is the module the go run/build/test figures build: a main
+// package with a test, importing a few common packages. round changes a
+// constant, so every round compiles new code (nothing of it is cached)
+// while its dependencies stay what any program needs.
+func smallModule(round int) map[string]string {
+	return map[string]string{
+		"go.mod": "module example.com/small\n\ngo 1.24\n",
+		"main.go": fmt.Sprintf(`package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+const round = %d
+
+func words(s string) []string {
+	w := strings.Fields(s)
+	sort.Strings(w)
+	return w
+}
+
+func main() { fmt.Println(round, words("the quick brown fox")) }
+`, round),
+		"main_test.go": `package main
+
+import "testing"
+
+func TestWords(t *testing.T) {
+	if got := words("b a"); len(got) != 2 || got[0] != "a" {
+		t.Fatalf("words: %v", got)
+	}
+}
+`,
+	}
+}
+
+// goCommands are the commands the first/warm figures time.
+var goCommands = []string{"go run .", "go build -o app .", "go test ./..."}
+
+func files(m map[string]string) []goruntime.File {
+	var out []goruntime.File
+	for p, c := range m {
+		out = append(out, goruntime.File{Path: p, Data: []byte(c)})
+	}
+	return out
+}
+
+// newLocal returns a local backend running our built sandbox-server, its
+// seed build cache ready.
+func (r *runner) newLocal(ctx context.Context, opts local.Options) (*local.Backend, error) {
+	opts.ServerPath = r.bins["sandbox-server"]
+	opts.StateDir = r.cfg.StateDir
+	b, err := local.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	pctx := goruntime.WithProgress(ctx, func(p goruntime.Progress) { r.logf("%s", p) })
+	if err := b.Prepare(pctx); err != nil {
+		return nil, err
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		r.note("the local backend built its seed build cache first (%s, once per machine)", d.Round(time.Second))
+	}
+	return b, nil
+}
+
+// hostRun runs command in dir on the bare host with the host's go
+// settings (its own warm build cache) and returns how long it took.
+func hostRun(ctx context.Context, dir, command string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = dir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("host %q: %w: %s", command, err, out)
+	}
+	return time.Since(start), nil
+}
+
+func writeModule(dir string, m map[string]string) error {
+	for p, c := range m {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execOK runs req in s and fails unless the command exits 0.
+func execOK(ctx context.Context, s *goruntime.Session, req goruntime.Request) (time.Duration, error) {
+	if req.Timeout == 0 {
+		req.Timeout = 5 * time.Minute
+	}
+	start := time.Now()
+	res, err := s.Execute(ctx, req)
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if res.ExitCode != 0 {
+		return 0, fmt.Errorf("%q: exit %d: %s%s", req.Command, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return d, nil
+}
+
+// localSection measures the local backend against the bare host.
+func (r *runner) localSection(ctx context.Context) error {
+	b, err := r.newLocal(ctx, local.Options{})
+	if err != nil {
+		return err
+	}
+	if err := r.openFigures(ctx, b); err != nil {
+		return err
+	}
+	if err := r.firstWarmFigures(ctx, b); err != nil {
+		return err
+	}
+	return r.concurrentFigure(ctx, b)
+}
+
+// openFigures times Open (the sandbox ready to serve); Close is not timed,
+// and the backend gets a moment between opens to refill what it keeps
+// ready, as it would between an agent's sessions.
+func (r *runner) openFigures(ctx context.Context, b *local.Backend) error {
+	var opens durations
+	for i := 0; i < r.cfg.Rounds*2; i++ {
+		start := time.Now()
+		sb, err := b.Open(ctx)
+		if err != nil {
+			return err
+		}
+		opens = append(opens, time.Since(start))
+		if err := sb.Close(ctx); err != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	r.add(Row{Section: "local", Figure: "open a sandbox, p50", Ours: ms(opens.p50()), Baseline: "target 10 ms",
+		Ratio: ratio(opens.p50(), 10*time.Millisecond), Target: "<= 1"})
+	return nil
+}
+
+// firstWarmFigures times each go command on a small module with new code:
+// as the first command of a fresh session, in a warm session that has run
+// others, and on the bare host. Every sandbox figure includes shipping the
+// files.
+func (r *runner) firstWarmFigures(ctx context.Context, b *local.Backend) error {
+	warm, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		return err
+	}
+	defer warm.Close(context.WithoutCancel(ctx))
+	host, err := os.MkdirTemp("", "bench-host-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(host)
+	for _, c := range goCommands { // warm the warm session and the host
+		if _, err := execOK(ctx, warm, goruntime.Request{Files: files(smallModule(-1)), Command: c}); err != nil {
+			return err
+		}
+		if err := writeModule(host, smallModule(-1)); err != nil {
+			return err
+		}
+		if _, err := hostRun(ctx, host, c); err != nil {
+			return err
+		}
+	}
+	first, warmRuns, bare := map[string]durations{}, map[string]durations{}, map[string]durations{}
+	for round := 0; round < r.cfg.Rounds; round++ {
+		for ci, c := range goCommands {
+			code := round*len(goCommands) + ci
+			fresh, err := goruntime.Open(ctx, b, goruntime.Options{})
+			if err != nil {
+				return err
+			}
+			d, err := execOK(ctx, fresh, goruntime.Request{Files: files(smallModule(1000 + code)), Command: c})
+			_ = fresh.Close(context.WithoutCancel(ctx))
+			if err != nil {
+				return fmt.Errorf("first run: %w", err)
+			}
+			first[c] = append(first[c], d)
+			if d, err = execOK(ctx, warm, goruntime.Request{Files: files(smallModule(2000 + code)), Command: c}); err != nil {
+				return fmt.Errorf("warm run: %w", err)
+			}
+			warmRuns[c] = append(warmRuns[c], d)
+			if err := writeModule(host, smallModule(3000+code)); err != nil {
+				return err
+			}
+			if d, err = hostRun(ctx, host, c); err != nil {
+				return err
+			}
+			bare[c] = append(bare[c], d)
+		}
+	}
+	for _, c := range goCommands {
+		f, w, h := first[c].p50(), warmRuns[c].p50(), bare[c].p50()
+		r.add(Row{Section: "local", Figure: fmt.Sprintf("first `%s` of new code in a fresh session, p50", c), Ours: ms(f),
+			Baseline: "same in a warm session: " + ms(w), Ratio: ratio(f, w), Target: "<= 1.2"})
+		r.add(Row{Section: "local", Figure: fmt.Sprintf("warm `%s` of new code, p50", c), Ours: ms(w),
+			Baseline: "bare host: " + ms(h), Ratio: ratio(w, h)})
+	}
+	return nil
+}
+
+// concurrentFigure opens 8 sandboxes at once and runs a small module in
+// each (open, ship, go run, close), against 8 bare host go runs at once.
+func (r *runner) concurrentFigure(ctx context.Context, b *local.Backend) error {
+	const n = 8
+	var sandboxed, bare durations
+	rounds := max(r.cfg.Rounds/3, 1)
+	for round := 0; round < rounds; round++ {
+		start := time.Now()
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				s, err := goruntime.Open(ctx, b, goruntime.Options{})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer s.Close(context.WithoutCancel(ctx))
+				_, errs[i] = execOK(ctx, s, goruntime.Request{Files: files(smallModule(5000 + round*n + i)), Command: "go run ."})
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return fmt.Errorf("8 at once: %w", err)
+			}
+		}
+		sandboxed = append(sandboxed, time.Since(start))
+
+		dirs := make([]string, n)
+		for i := range n {
+			dir, err := os.MkdirTemp("", "bench-host-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			if err := writeModule(dir, smallModule(6000+round*n+i)); err != nil {
+				return err
+			}
+			dirs[i] = dir
+		}
+		start = time.Now()
+		for i := range n {
+			wg.Go(func() { _, errs[i] = hostRun(ctx, dirs[i], "go run .") })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		bare = append(bare, time.Since(start))
+	}
+	s, h := sandboxed.p50(), bare.p50()
+	r.add(Row{Section: "local", Figure: "8 sandboxes at once: open + `go run .` + close, wall time p50", Ours: ms(s),
+		Baseline: "8 bare host go runs at once: " + ms(h), Ratio: ratio(s, h)})
+	return nil
+}

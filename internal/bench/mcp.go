@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
+
+// mcpSection compares a warm run_go_code call of hello world through the
+// built mcp-server over stdio with the same request through the library
+// (Session.Execute, in process) and with `go run main.go` on the bare
+// host, interleaved.
+func (r *runner) mcpSection(ctx context.Context) error {
+	b, err := r.newLocal(ctx, local.Options{})
+	if err != nil {
+		return err
+	}
+	lib, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		return err
+	}
+	defer lib.Close(context.WithoutCancel(ctx))
+
+	var logs strings.Builder
+	cmd := exec.Command(r.bins["mcp-server"], "--log-level=warn")
+	if r.cfg.StateDir != "" {
+		cmd.Args = append(cmd.Args, "--state-dir="+r.cfg.StateDir)
+	}
+	cmd.Stderr = &logs
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return fmt.Errorf("start mcp-server: %w", err)
+	}
+	defer cs.Close()
+
+	host, err := os.MkdirTemp("", "bench-host-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(host)
+	if err := writeModule(host, map[string]string{"main.go": helloMain}); err != nil {
+		return err
+	}
+	const command = "go run main.go"
+	hello := []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}
+	viaMCP := func() (time.Duration, error) {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_go_code", Arguments: map[string]any{
+			"files": map[string]string{"main.go": helloMain}, "command": command}})
+		d := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("run_go_code: %w (mcp-server log: %s)", err, logs.String())
+		}
+		var out struct {
+			ExitCode int    `json:"exit_code"`
+			Stdout   string `json:"stdout"`
+		}
+		data, _ := json.Marshal(res.StructuredContent)
+		if json.Unmarshal(data, &out) != nil || res.IsError || out.Stdout != "hello, world\n" {
+			return 0, fmt.Errorf("run_go_code: unexpected result %s", data)
+		}
+		return d, nil
+	}
+	viaLib := func() (time.Duration, error) {
+		return execOK(ctx, lib, goruntime.Request{Files: hello, Command: command})
+	}
+	bare := func() (time.Duration, error) { return hostRun(ctx, host, command) }
+	s, err := interleaved(r.cfg.Rounds*2, viaMCP, viaLib, bare)
+	if err != nil {
+		return err
+	}
+	m, l, h := s[0].p50(), s[1].p50(), s[2].p50()
+	fig := "warm run_go_code hello world (`go run main.go`), p50"
+	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "bare host go run: " + ms(h), Ratio: ratio(m, h), Target: "<= 1.1"})
+	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "library Session.Execute: " + ms(l), Ratio: ratio(m, l)})
+	r.add(Row{Section: "mcp", Figure: "library Session.Execute hello world, p50", Ours: ms(l), Baseline: "bare host go run: " + ms(h), Ratio: ratio(l, h)})
+	return nil
+}
