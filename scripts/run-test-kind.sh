@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-test-kind.sh: the Kubernetes quick start in one go. It builds the
-# runtime image and the sandbox-router (from the agent-sandbox v0.5.6 module
+# runtime image and the sandbox-router (from the agent-sandbox v1.0.3 module
 # source), creates a kind cluster, installs the agent-sandbox controller with
 # extensions, applies manifests/router and manifests/base (template
 # go-runtime, warm pool go-runtime-pool), runs the demo's two flows with
@@ -14,8 +14,8 @@
 #   KIND_CLUSTER_NAME   cluster to create or reuse (default go-runtime-sandbox)
 #   NAMESPACE           namespace of the router, warm pool and claims (default default)
 #   IMAGE               runtime image tag (default go-runtime-sandbox:dev)
-#   ROUTER_IMAGE        router image tag (default sandbox-router-go:v0.5.6)
-#   AGENT_SANDBOX_VERSION  controller release (default v0.5.6)
+#   ROUTER_IMAGE        router image tag (default sandbox-router-go:v1.0.3)
+#   AGENT_SANDBOX_VERSION  controller release (default v1.0.3)
 #   AGENT_SANDBOX_MANIFEST  controller manifest URL or file (default: that release's sandbox-with-extensions.yaml)
 #   KEEP_CLUSTER=1      keep the cluster (and what is in it) at the end
 set -euo pipefail
@@ -26,8 +26,8 @@ cd "$repo"
 cluster="${KIND_CLUSTER_NAME:-go-runtime-sandbox}"
 ns="${NAMESPACE:-default}"
 image="${IMAGE:-go-runtime-sandbox:dev}"
-router_image="${ROUTER_IMAGE:-sandbox-router-go:v0.5.6}"
-version="${AGENT_SANDBOX_VERSION:-v0.5.6}"
+router_image="${ROUTER_IMAGE:-sandbox-router-go:v1.0.3}"
+version="${AGENT_SANDBOX_VERSION:-v1.0.3}"
 manifest="${AGENT_SANDBOX_MANIFEST:-https://github.com/kubernetes-sigs/agent-sandbox/releases/download/${version}/sandbox-with-extensions.yaml}"
 keep="${KEEP_CLUSTER:-0}"
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/processmanager"
@@ -37,10 +38,10 @@ type processService struct {
 	idle   chan struct{} // closed and replaced whenever active drops to 0
 }
 
-func newProcessService(rootDir string, chunk int, env map[string]string, children ChildTracker) *processService {
+func newProcessService(rootDir string, chunk int, env map[string]string, children ChildTracker, log logr.Logger) *processService {
 	reg := processmanager.NewProcessRegistry()
 	return &processService{
-		ProcessServer: server.NewProcessServer(rootDir, reg, chunk),
+		ProcessServer: server.NewProcessServer(rootDir, reg, chunk, log),
 		registry:      reg,
 		env:           env,
 		children:      children,

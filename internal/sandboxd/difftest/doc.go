@@ -1,7 +1,7 @@
 // Package difftest holds the differential test of our sandboxd API (served
 // by cmd/sandbox-server --grpc-addr/--rest-addr) against upstream's
 // standalone daemon, sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd
-// at v0.5.6: the same ProcessService and REST requests go to both, and exit
+// at v1.0.3: the same ProcessService and REST requests go to both, and exit
 // codes, stream contents, HTTP status codes and gRPC codes are compared.
 // Every difference it finds is listed in docs/sandboxd.md.
 //

@@ -58,8 +58,8 @@ func buildBinaries(t *testing.T, dir string) (ours, upstream string) {
 	upstream = filepath.Join(dir, "sandboxd")
 	// Upstream's daemon needs controller-runtime, which stays out of the
 	// product's go.mod: build it from the e2e tools module, which pins the
-	// same agent-sandbox v0.5.6.
-	t.Log("building upstream sandboxd v0.5.6 (cold: minutes on 2 cores)")
+	// same agent-sandbox v1.0.3.
+	t.Log("building upstream sandboxd v1.0.3 (cold: minutes on 2 cores)")
 	run(t, filepath.Join(repo, "test", "e2e", "tools"), "go", "build", "-o", upstream,
 		"sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd")
 	return ours, upstream

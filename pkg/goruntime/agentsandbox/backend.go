@@ -1,7 +1,7 @@
 // Package agentsandbox is the Kubernetes backend of goruntime: each sandbox
 // is a pod claimed from an agent-sandbox SandboxWarmPool (a SandboxClaim),
 // reached through the sandbox-router with the agent-sandbox Go SDK
-// (sigs.k8s.io/agent-sandbox/clients/go/sandbox, v0.5.6). The pod runs our
+// (sigs.k8s.io/agent-sandbox/clients/go/sandbox, v1.0.3). The pod runs our
 // runtime image (Dockerfile, manifests/), which speaks the legacy runtime
 // contract on port 8888.
 //
@@ -233,7 +233,7 @@ func (b *Backend) preflight(ctx context.Context) error {
 	wp, err := b.k8s.ExtensionsClient.SandboxWarmPools(ns).Get(ctx, pool, metav1.GetOptions{})
 	switch {
 	case k8serrors.IsNotFound(err):
-		return fmt.Errorf("warm pool %s not found in namespace %s: install agent-sandbox v0.5.6 with extensions, then apply the template and warm pool (kubectl apply -n %s -k manifests/base; see docs/kubernetes.md): %w",
+		return fmt.Errorf("warm pool %s not found in namespace %s: install agent-sandbox v1.0.3 with extensions, then apply the template and warm pool (kubectl apply -n %s -k manifests/base; see docs/kubernetes.md): %w",
 			pool, ns, ns, goruntime.ErrUnavailable)
 	case err != nil:
 		return fmt.Errorf("get warm pool %s/%s (is the cluster reachable and agent-sandbox installed?): %w: %w", ns, pool, goruntime.ErrUnavailable, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"path"
 	"strings"
@@ -146,12 +145,11 @@ func (s *Sandbox) List(ctx context.Context, p string) ([]goruntime.FileInfo, err
 	}
 	out := make([]goruntime.FileInfo, 0, len(entries))
 	for _, e := range entries {
-		sec, frac := math.Modf(e.ModTime)
 		out = append(out, goruntime.FileInfo{
 			Name:    e.Name,
 			Size:    e.Size,
 			IsDir:   e.Type == sandbox.FileTypeDirectory,
-			ModTime: time.Unix(int64(sec), int64(frac*1e9)),
+			ModTime: e.ModTime,
 		})
 	}
 	return out, nil
