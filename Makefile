@@ -7,7 +7,7 @@
 GO       ?= go
 FLOW     ?= all
 # Packages whose tests are cheap enough to run again under -race.
-RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/pathsafe/ ./internal/runtimeserver/ ./internal/sandboxd/ ./internal/mcpserver/ ./internal/backendflag/
+RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/
 
 .PHONY: help deps build demo test unit race e2e bench bench-go vet lint
 
@@ -55,4 +55,4 @@ bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of 
 	$(GO) run ./cmd/bench
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)
-	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/runtimeserver/ ./internal/sandboxd/ ./pkg/goruntime/local/ ./cmd/mcp-server/
+	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/server/ ./internal/client/processclient/ ./pkg/goruntime/local/ ./cmd/mcp-server/

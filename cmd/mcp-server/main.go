@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/backendflag"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 

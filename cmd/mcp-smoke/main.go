@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
 )
 
 func main() {

@@ -7,9 +7,9 @@ import (
 	"context"
 	"os"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeserver"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 )
 
 func main() {
-	os.Exit(runtimeserver.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(server.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 )
 

@@ -28,7 +28,7 @@ import (
 	fakeextensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/fake"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeserver"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -182,7 +182,7 @@ func (c *cluster) claimCount(t *testing.T) int {
 }
 
 // router stands in for the sandbox-router in front of a real runtime
-// server (internal/runtimeserver), recording the routing headers.
+// server (internal/server), recording the routing headers.
 type router struct {
 	srv *httptest.Server
 	dir string
@@ -194,7 +194,7 @@ type router struct {
 func newRouter(t testing.TB) *router {
 	t.Helper()
 	dir := t.TempDir()
-	rs, err := runtimeserver.New(runtimeserver.Config{
+	rs, err := server.New(server.Config{
 		BaseDir:        dir,
 		ExecTimeout:    60 * time.Second,
 		MaxOutputBytes: 1 << 20,

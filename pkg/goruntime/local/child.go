@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeserver"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 )
 
 // ServeIfChild turns this process into the sandbox's runtime server when
@@ -24,5 +24,5 @@ func ServeIfChild() {
 	}
 	// Commands run by the server must not see the marker.
 	os.Unsetenv(childEnv)
-	os.Exit(runtimeserver.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(server.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }

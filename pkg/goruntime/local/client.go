@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -61,8 +61,8 @@ func (c *client) ready(ctx context.Context) error {
 	return nil
 }
 
-func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*runtimeapi.ExecuteResponse, error) {
-	body := runtimeapi.ExecuteRequest{Command: r.Command, Env: r.Env}
+func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*wire.ExecuteResponse, error) {
+	body := wire.ExecuteRequest{Command: r.Command, Env: r.Env}
 	if r.Timeout > 0 {
 		body.TimeoutSeconds = math.Max(r.Timeout.Seconds(), 0.001)
 	}
@@ -83,7 +83,7 @@ func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*runtimeapi
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("execute", resp)
 	}
-	var out runtimeapi.ExecuteResponse
+	var out wire.ExecuteResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decode execute response: %w", err)
 	}
@@ -142,7 +142,7 @@ func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, erro
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("list "+p, resp)
 	}
-	var entries []runtimeapi.FileEntry
+	var entries []wire.FileEntry
 	if err := json.NewDecoder(resp.Body).Decode(&entries); err != nil {
 		return nil, fmt.Errorf("decode list %s: %w", p, err)
 	}

@@ -96,7 +96,7 @@ const (
 )
 
 // validate rejects limits a sandbox cannot work under, naming the option
-// (and the flag of internal/backendflag that sets it).
+// (and the flag of internal/frontend/backendflag that sets it).
 func (o Options) validate() error {
 	switch {
 	case o.MemoryBytes < MinMemoryBytes:

@@ -18,7 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/runtimeapi"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -147,14 +148,16 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 		s.cl.close()
 		return fail(err)
 	}
-	st, _ := procStartTime(pid)
-	s.meta = meta{ID: id, PID: pid, StartTime: st, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network}
+	st, _ := procfs.ReadStat(pid)
+	s.meta = meta{ID: id, PID: pid, StartTime: st.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network}
 	if procs, err := cg.procs(); err == nil {
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)
 	s.meta.Server = findServer(s.meta.Keep)
-	s.meta.ServerAt, _ = procStartTime(s.meta.Server)
+	if st, err := procfs.ReadStat(s.meta.Server); err == nil {
+		s.meta.ServerAt = st.StartTime
+	}
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {
 		s.cl.close()
@@ -215,12 +218,14 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("local sandbox %s: bad state file: %v: %w", id, err, goruntime.ErrSandboxNotFound)
 	}
-	if !alive(m.PID, m.StartTime) {
+	if !procfs.Alive(m.PID, m.StartTime) {
 		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
 	}
 	if m.Server == 0 {
 		m.Server = findServer(m.Keep)
-		m.ServerAt, _ = procStartTime(m.Server)
+		if st, err := procfs.ReadStat(m.Server); err == nil {
+			m.ServerAt = st.StartTime
+		}
 	}
 	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket()), keep: keepSet(m.Keep)}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -347,12 +352,12 @@ func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc) {
 // (gone or a zombie) or "unknown" (pid not recorded).
 func (s *Sandbox) serverState() string {
 	if s.meta.Server <= 0 {
-		if !alive(s.meta.PID, s.meta.StartTime) {
+		if !procfs.Alive(s.meta.PID, s.meta.StartTime) {
 			return "exited"
 		}
 		return "unknown"
 	}
-	if !alive(s.meta.Server, s.meta.ServerAt) || !alive(s.meta.PID, s.meta.StartTime) {
+	if !procfs.Alive(s.meta.Server, s.meta.ServerAt) || !procfs.Alive(s.meta.PID, s.meta.StartTime) {
 		return "exited"
 	}
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.meta.Server) + "/stat")
@@ -429,7 +434,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		return nil, err
 	}
 	before := s.meta.Cgroup.counters()
-	var resp *runtimeapi.ExecuteResponse
+	var resp *wire.ExecuteResponse
 	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
 		var err error
 		resp, err = s.cl.exec(ctx, req)
@@ -531,7 +536,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		case <-time.After(5 * time.Second):
 			errs = append(errs, fmt.Errorf("bubblewrap (pid %d) did not exit", s.meta.PID))
 		}
-	} else if alive(s.meta.PID, s.meta.StartTime) {
+	} else if procfs.Alive(s.meta.PID, s.meta.StartTime) {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
 	if err := s.b.trash(s.l.dir); err != nil {
@@ -564,43 +569,6 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 	return nil
 }
 
-// procStartTime reads a process's start time (field 22 of /proc/pid/stat).
-func procStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// alive reports whether pid still runs and is the process that started at
-// start (0: unknown).
-func alive(pid int, start uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	st, err := procStartTime(pid)
-	if err != nil {
-		return false
-	}
-	if data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		if i := strings.LastIndexByte(string(data), ')'); i >= 0 && strings.HasPrefix(strings.TrimSpace(string(data[i+1:])), "Z") {
-			return false // a zombie waiting for its parent
-		}
-	}
-	return start == 0 || st == start
-}
-
 func keepSet(pids []int) map[int]bool {
 	m := make(map[int]bool, len(pids))
 	for _, p := range pids {
@@ -613,7 +581,7 @@ func keepSet(pids []int) map[int]bool {
 // sandbox together (bubblewrap, its init, the lifeline shell and its
 // watcher). The server is left at its value: commands inherit the lowest
 // value they may go back to from it, and the server starts each command
-// at 1000 (internal/runtimeserver), so the OOM killer takes commands
+// at 1000 (internal/server), so the OOM killer takes commands
 // before it. Needs CAP_SYS_RESOURCE; without it this does nothing.
 func protectFromOOM(pids []int) {
 	server := findServer(pids)

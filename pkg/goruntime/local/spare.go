@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 )
 
 // Spare build caches: populating a sandbox's GOCACHE from the seed costs a
@@ -137,7 +139,7 @@ func (b *Backend) prune(ctx context.Context) {
 			continue
 		}
 		var m meta
-		if json.Unmarshal(data, &m) != nil || alive(m.PID, m.StartTime) {
+		if json.Unmarshal(data, &m) != nil || procfs.Alive(m.PID, m.StartTime) {
 			continue
 		}
 		_ = m.Cgroup.remove()

@@ -11,7 +11,7 @@ import (
 
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxd"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/processclient"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -37,7 +37,7 @@ func (p *processConn) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil {
-		conn, err := sandboxd.Dial(addr)
+		conn, err := processclient.Dial(addr)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	var res *goruntime.ExecResult
 	err = s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
 		var err error
-		res, err = sandboxd.Exec(ctx, processv1.NewProcessServiceClient(conn), req, sandboxd.ExecOptions{
+		res, err = processclient.Exec(ctx, processv1.NewProcessServiceClient(conn), req, processclient.ExecOptions{
 			DefaultTimeout: s.b.opts.ExecTimeout,
 			MaxOutput:      int(min(s.b.opts.OutputBytes, int64(maxInt()))),
 		}, onChunk)

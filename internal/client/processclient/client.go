@@ -1,0 +1,174 @@
+package processclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// Dial returns a gRPC connection to a ProcessService at addr ("host:port"
+// or "unix:/path/to.sock"), in plain text (the API is reached over a
+// loopback address or a unix socket). The connection is made lazily, on
+// the first call.
+func Dial(addr string) (*grpc.ClientConn, error) {
+	target := addr
+	if !strings.HasPrefix(addr, "unix:") {
+		target = "passthrough:///" + addr
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial sandboxd %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// ExecOptions tunes Exec.
+type ExecOptions struct {
+	// DefaultTimeout applies when the request has none. Zero means 300 s.
+	DefaultTimeout time.Duration
+	// MaxOutput caps each stream, in bytes, in the result and in what is
+	// passed to onChunk; the rest is dropped and the Truncated flag set.
+	// Zero means 8 MiB.
+	MaxOutput int
+}
+
+const (
+	defaultExecTimeout = 300 * time.Second
+	defaultMaxOutput   = 8 << 20
+	// killTimeout bounds the SendSignal call made when a command times out.
+	killTimeout = 10 * time.Second
+)
+
+// Exec runs req.Command with /bin/sh -c over ProcessService.Start and calls
+// onChunk (may be nil) with each piece of output as it arrives, on the
+// calling goroutine, in order. Stdin is closed at once. When the timeout
+// passes, the command's process group is SIGKILLed and the result has
+// TimedOut set and exit code 124. A command that exits non-zero is not an
+// error. Errors: the stream broke before the exit event (wrapping
+// goruntime.ErrSandboxGone when the server is unreachable), or ctx ended
+// (the server then kills the command's process group).
+func Exec(ctx context.Context, client processv1.ProcessServiceClient, req goruntime.ExecRequest, opts ExecOptions, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = opts.DefaultTimeout
+	}
+	if timeout <= 0 {
+		timeout = defaultExecTimeout
+	}
+	limit := opts.MaxOutput
+	if limit <= 0 {
+		limit = defaultMaxOutput
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	start := time.Now()
+	stream, err := client.Start(ctx, &processv1.StartRequest{Config: &processv1.ProcessConfig{
+		Command: []string{"/bin/sh", "-c", req.Command},
+		EnvVars: req.Env,
+	}})
+	if err != nil {
+		return nil, rpcError("start", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, rpcError("start", err)
+	}
+	if first.GetInit() == nil {
+		return nil, fmt.Errorf("sandboxd start: first event is %T, want an init event", first.GetEvent())
+	}
+	pid := first.GetInit().GetProcessId()
+	// Nothing feeds stdin: close it so commands that read it see EOF. The
+	// process may already be gone (NotFound), which is fine.
+	if _, err := client.WriteStdin(ctx, &processv1.WriteStdinRequest{
+		ProcessId: pid,
+		Payload:   &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}},
+	}); err != nil && status.Code(err) != codes.NotFound {
+		return nil, rpcError("close stdin", err)
+	}
+
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		kctx, kcancel := context.WithTimeout(ctx, killTimeout)
+		defer kcancel()
+		_, _ = client.SendSignal(kctx, &processv1.SendSignalRequest{ProcessId: pid, Signal: processv1.Signal_SIGNAL_SIGKILL})
+	})
+	defer timer.Stop()
+
+	res := &goruntime.ExecResult{}
+	var stdout, stderr []byte
+	keep := func(buf []byte, data []byte, truncated *bool, s goruntime.Stream) []byte {
+		room := limit - len(buf)
+		if room <= 0 {
+			*truncated = true
+			return buf
+		}
+		if len(data) > room {
+			data = data[:room]
+			*truncated = true
+		}
+		if onChunk != nil {
+			onChunk(goruntime.Chunk{Stream: s, Data: data})
+		}
+		return append(buf, data...)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("stream ended without an exit event")
+			}
+			return nil, rpcError("stream output", err)
+		}
+		switch e := ev.GetEvent().(type) {
+		case *processv1.StartResponse_Stdout:
+			stdout = keep(stdout, e.Stdout, &res.StdoutTruncated, goruntime.Stdout)
+		case *processv1.StartResponse_Stderr:
+			stderr = keep(stderr, e.Stderr, &res.StderrTruncated, goruntime.Stderr)
+		case *processv1.StartResponse_Exit:
+			timer.Stop()
+			res.Duration = time.Since(start)
+			res.ExitCode = int(e.Exit.GetExitCode())
+			if timedOut.Load() {
+				res.TimedOut = true
+				res.ExitCode = 124
+			}
+			if res.StdoutTruncated || res.StderrTruncated {
+				res.Limit = goruntime.LimitOutput
+			}
+			res.Stdout = strings.ToValidUTF8(string(stdout), "\uFFFD")
+			res.Stderr = strings.ToValidUTF8(string(stderr), "\uFFFD")
+			return res, nil
+		}
+	}
+}
+
+// rpcError wraps a gRPC failure with what failed; an unreachable server
+// also matches goruntime.ErrSandboxGone.
+func rpcError(what string, err error) error {
+	if status.Code(err) == codes.Unavailable {
+		return fmt.Errorf("sandboxd %s: %w: %w", what, goruntime.ErrSandboxGone, err)
+	}
+	if s, ok := status.FromError(err); ok && (s.Code() == codes.Canceled || s.Code() == codes.DeadlineExceeded) {
+		// Prefer the context's own error so errors.Is(err, context.Canceled) works.
+		if s.Code() == codes.Canceled {
+			return fmt.Errorf("sandboxd %s: %w", what, context.Canceled)
+		}
+		return fmt.Errorf("sandboxd %s: %w", what, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("sandboxd %s: %w", what, err)
+}

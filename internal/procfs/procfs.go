@@ -1,0 +1,69 @@
+// Package procfs reads the few facts this project needs about a process
+// from Linux's /proc/<pid>/stat: its state and its start time. It is shared
+// by sandbox-side code and host-side code (and their tests) and imports
+// nothing from either.
+package procfs
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Stat is the part of /proc/<pid>/stat this project reads.
+type Stat struct {
+	// State is the one-letter state: 'R', 'S', 'D', 'Z' (zombie), ...
+	State byte
+	// StartTime is field 22: when the process started, in clock ticks
+	// since boot. A pid reused by another process has another StartTime.
+	StartTime uint64
+}
+
+// ReadStat parses /proc/<pid>/stat. Errors: the process does not exist
+// (wrapping fs.ErrNotExist) or the file has an unexpected shape.
+func ReadStat(pid int) (Stat, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	return parseStat(pid, string(data))
+}
+
+func parseStat(pid int, s string) (Stat, error) {
+	// The command name (field 2) is in parentheses and may hold spaces
+	// and parentheses itself: the fields resume after the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat: %d fields after the command name", pid, len(fields))
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat start time: %w", pid, err)
+	}
+	return Stat{State: fields[0][0], StartTime: start}, nil
+}
+
+// Gone reports whether pid has exited: it is absent, unreadable or a
+// zombie waiting for its parent.
+func Gone(pid int) bool {
+	st, err := ReadStat(pid)
+	return err != nil || st.State == 'Z'
+}
+
+// Alive reports whether pid runs (is not a zombie) and is the process that
+// started at start; start 0 accepts any start time.
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, err := ReadStat(pid)
+	if err != nil || st.State == 'Z' {
+		return false
+	}
+	return start == 0 || st.StartTime == start
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// defaultPath is PATH for commands when the server was started without one.
+const defaultPath = "/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// commandEnv builds the environment every command starts from: environ
+// with HOME, GOPATH, GOMODCACHE and GOCACHE each set to a writable
+// directory (kept when environ's value already is one, otherwise derived
+// from fallbackHome and created) and PATH set when missing. It returns the
+// directories it had to choose, for the startup log.
+func commandEnv(environ []string, fallbackHome string) ([]string, map[string]string, error) {
+	vars := make(map[string]string, len(environ))
+	var order []string
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if _, seen := vars[k]; !seen {
+			order = append(order, k)
+		}
+		vars[k] = v
+	}
+	chosen := make(map[string]string)
+	set := func(k, v string) {
+		if _, seen := vars[k]; !seen {
+			order = append(order, k)
+		}
+		vars[k] = v
+		chosen[k] = v
+	}
+	ensure := func(k, derived string) error {
+		if cur := vars[k]; cur != "" && filepath.IsAbs(cur) && writableDir(cur) == nil {
+			return nil
+		}
+		if err := writableDir(derived); err != nil {
+			return fmt.Errorf("prepare %s=%s: %w", k, derived, err)
+		}
+		set(k, derived)
+		return nil
+	}
+	if err := ensure("HOME", fallbackHome); err != nil {
+		return nil, nil, err
+	}
+	home := vars["HOME"]
+	if err := ensure("GOPATH", filepath.Join(home, "go")); err != nil {
+		return nil, nil, err
+	}
+	// GOPATH may be a list; the go command uses its first entry.
+	gopath, _, _ := strings.Cut(vars["GOPATH"], string(os.PathListSeparator))
+	if err := ensure("GOMODCACHE", filepath.Join(gopath, "pkg", "mod")); err != nil {
+		return nil, nil, err
+	}
+	if err := ensure("GOCACHE", filepath.Join(home, ".cache", "go-build")); err != nil {
+		return nil, nil, err
+	}
+	if vars["PATH"] == "" {
+		set("PATH", defaultPath)
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vars[k])
+	}
+	return env, chosen, nil
+}
+
+// writableDir creates dir if needed and checks that a file can be made in it.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".sandbox-server-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}

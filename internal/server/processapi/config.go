@@ -1,0 +1,158 @@
+// Package processapi serves the sandboxd hybrid API of KEP-539.2 (the API
+// newer agent-sandbox SDKs speak) next to our legacy runtime contract:
+// gRPC ProcessService (Start streaming, Execute, WriteStdin, SendSignal,
+// ResizeTTY) and REST /v1/files/{path}, /v1/health, /v1/metadata.
+//
+// The protocol and most handlers are upstream's
+// (sigs.k8s.io/agent-sandbox/packages/sandboxd): this package chooses the
+// listeners, runs the lifecycle, and wraps upstream's ProcessServer to kill
+// a command's whole process group when its client goes away and to report
+// signal deaths as 128+N. docs/sandboxd.md lists every difference from
+// upstream's standalone daemon.
+package processapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Env names the variables clients read to discover the API (and which our
+// server reads to choose where to listen).
+const (
+	EnvGRPCAddr = "SANDBOXD_GRPC_ADDR"
+	EnvRESTAddr = "SANDBOXD_REST_ADDR"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMetadataEnvPrefix = "SANDBOX_"
+	DefaultShutdownTimeout   = 10 * time.Second
+	// processGrace is how long commands get between SIGTERM and SIGKILL
+	// when the server shuts down.
+	processGrace = 2 * time.Second
+	// readHeaderTimeout bounds reading a REST request's headers; bodies are
+	// unbounded (large file transfers are the point of the REST API).
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
+// Config says where and how to serve the sandboxd API.
+type Config struct {
+	// GRPCAddr is where ProcessService listens: "host:port" (port 0 picks a
+	// free one) or "unix:/path/to.sock". Empty turns gRPC off.
+	GRPCAddr string
+	// RESTAddr is where the REST API listens, in the same forms. Empty
+	// turns REST off.
+	RESTAddr string
+	// RootDir confines file operations and is every command's default
+	// working directory. Required; created if missing.
+	RootDir string
+	// Env is added to every command's environment (request env_vars win
+	// over it; both win over the server process's own environment).
+	Env map[string]string
+	// MetadataEnvPrefix selects the variables GET /v1/metadata shows
+	// (names that look secret are never shown). Default "SANDBOX_".
+	MetadataEnvPrefix string
+	// StreamChunkSize is the read buffer, in bytes, for Start's output
+	// events; 0 means upstream's default (4096).
+	StreamChunkSize int
+	// ShutdownTimeout bounds Close: commands get SIGTERM, then SIGKILL
+	// after 2 s, and open connections are cut when it passes. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Logger receives server logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Children, when set, hears of every command the server starts. A
+	// process that also reaps orphans (the runtime server as PID 1 or as a
+	// child subreaper) must set it, or its reaper could collect a
+	// command's exit status before this server waits for it (the command
+	// would then report exit code -1).
+	Children ChildTracker
+}
+
+// ChildTracker is a process-wide orphan reaper's view of the children this
+// server starts and waits for itself.
+type ChildTracker interface {
+	// Starting is called just before a command is started. Until the
+	// returned func is called, with the child's pid or with 0 when nothing
+	// was started, reaping must wait.
+	Starting() (started func(pid int))
+	// Exited is called after the server has waited for pid.
+	Exited(pid int)
+}
+
+// Enabled reports whether either API is to be served.
+func (c Config) Enabled() bool { return c.GRPCAddr != "" || c.RESTAddr != "" }
+
+func (c Config) withDefaults() Config {
+	if c.MetadataEnvPrefix == "" {
+		c.MetadataEnvPrefix = DefaultMetadataEnvPrefix
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if !c.Enabled() {
+		return errors.New("sandboxd: neither a gRPC nor a REST address is set")
+	}
+	if c.RootDir == "" {
+		return errors.New("sandboxd: root directory is required")
+	}
+	if c.GRPCAddr != "" && c.GRPCAddr == c.RESTAddr && !strings.HasSuffix(c.GRPCAddr, ":0") {
+		return fmt.Errorf("sandboxd: gRPC and REST addresses must differ (both %q)", c.GRPCAddr)
+	}
+	if c.StreamChunkSize < 0 {
+		return fmt.Errorf("sandboxd: stream chunk size %d is negative", c.StreamChunkSize)
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("sandboxd: environment variable name %q is invalid", k)
+		}
+	}
+	return nil
+}
+
+// Listen opens a listener for addr: "unix:/path/to.sock" (a stale socket
+// file at that path is replaced) or "host:port" on TCP.
+func Listen(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return nil, fmt.Errorf("listen %q: empty unix socket path", addr)
+		}
+		if fi, err := os.Lstat(path); err == nil {
+			if fi.Mode()&os.ModeSocket == 0 {
+				return nil, fmt.Errorf("listen %q: %s exists and is not a socket", addr, path)
+			}
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("listen %q: remove stale socket: %w", addr, err)
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("listen %q: %w", addr, err)
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("listen %q: %w", addr, err)
+		}
+		return l, nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("listen %q: want host:port or unix:/path: %w", addr, err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %q: %w", addr, err)
+	}
+	return l, nil
+}

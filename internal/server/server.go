@@ -1,0 +1,243 @@
+// Package server is the runtime server that runs inside every
+// sandbox: agent-sandbox's legacy runtime contract (GET /, POST /execute,
+// POST /upload, GET /download/{path}, GET /list/{path}, GET /exists/{path})
+// plus this project's /execute extensions. docs/sandbox-server.md has the
+// contract table and the differences from upstream's Python runtime.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/pathsafe"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
+)
+
+// Config is the server's settings; Main fills it from flags and env.
+type Config struct {
+	// BaseDir is the directory commands run in and file names are
+	// relative to (SANDBOX_BASE_DIR, default /app). Created if missing.
+	BaseDir string
+	// ExecTimeout bounds each command unless its request sets
+	// timeout_seconds (SANDBOX_EXEC_TIMEOUT_SECONDS, default 300 s).
+	ExecTimeout time.Duration
+	// MaxOutputBytes is each output stream's share of an /execute
+	// response in JSON-encoded bytes, truncation marker included
+	// (default 8 MiB; two shares fit the SDK's 16 MiB decode limit).
+	MaxOutputBytes int
+	// MaxUploadBytes caps one uploaded file (default 256 MiB); more is 413.
+	MaxUploadBytes int64
+	// MaxCommandBytes caps an /execute request body (default 16 MiB); more is 413.
+	MaxCommandBytes int64
+	// Environ is the environment commands start from (usually os.Environ()).
+	Environ []string
+	// FallbackHome is the HOME given to commands when Environ has no
+	// writable one; GOPATH, GOMODCACHE and GOCACHE derive from HOME.
+	FallbackHome string
+	// Reap makes the server collect orphaned descendants (as PID 1, or as
+	// a child subreaper otherwise). Only one reaper may run per process,
+	// and nothing else in the process may start children while it does.
+	Reap bool
+	// Log receives one line per request and per command.
+	Log *slog.Logger
+}
+
+// Server serves the runtime contract over HTTP. Create it with New.
+type Server struct {
+	cfg   Config
+	root  *pathsafe.Root
+	env   []string
+	procs procStarter
+	reap  *reaper
+	log   *slog.Logger
+}
+
+// New checks cfg, creates the base directory and the command environment's
+// directories, and returns a Server. Call Run to reap orphans when
+// cfg.Reap is set, and Close when done.
+func New(cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.BaseDir == "":
+		return nil, fmt.Errorf("new runtime server: base directory is empty")
+	case cfg.ExecTimeout <= 0:
+		return nil, fmt.Errorf("new runtime server: exec timeout %s is not positive", cfg.ExecTimeout)
+	case cfg.MaxOutputBytes < 2*streamReserve:
+		return nil, fmt.Errorf("new runtime server: max output bytes %d is below %d", cfg.MaxOutputBytes, 2*streamReserve)
+	case cfg.MaxUploadBytes <= 0:
+		return nil, fmt.Errorf("new runtime server: max upload bytes %d is not positive", cfg.MaxUploadBytes)
+	}
+	if cfg.MaxCommandBytes <= 0 {
+		cfg.MaxCommandBytes = 16 << 20
+	}
+	if err := mkdirAll(cfg.BaseDir); err != nil {
+		return nil, fmt.Errorf("new runtime server: create base directory: %w", err)
+	}
+	root, err := pathsafe.Open(cfg.BaseDir)
+	if err != nil {
+		return nil, fmt.Errorf("new runtime server: %w", err)
+	}
+	env, chosen, err := commandEnv(cfg.Environ, cfg.FallbackHome)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("new runtime server: command environment: %w", err)
+	}
+	for k, v := range chosen {
+		cfg.Log.Info("command environment default", "var", k, "value", v)
+	}
+	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log}
+	if cfg.Reap {
+		s.reap = newReaper(cfg.Log)
+		if err := s.reap.enable(); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("new runtime server: %w", err)
+		}
+		s.procs = s.reap
+	}
+	return s, nil
+}
+
+// Run reaps orphans until ctx is done when the server was configured to
+// (Config.Reap); otherwise it returns at once.
+func (s *Server) Run(ctx context.Context) {
+	if s.reap != nil {
+		s.reap.run(ctx)
+	}
+}
+
+// Close releases the base directory.
+func (s *Server) Close() error { return s.root.Close() }
+
+// ServeHTTP routes a request. Paths are split by hand on the escaped form,
+// so an encoded "/" or ".." reaches path resolution (and its 403) instead
+// of being cleaned away by a mux redirect.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	lw := &loggingWriter{ResponseWriter: w, status: http.StatusOK}
+	s.route(lw, r)
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("path", clip(r.URL.EscapedPath(), 200)),
+		slog.Int("status", lw.status),
+		slog.Int64("bytes_in", lw.bodyIn(r)),
+		slog.Int64("bytes_out", lw.written),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+	)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.EscapedPath()
+	route, rest, hasRest := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
+	var method string
+	var handle func(http.ResponseWriter, *http.Request, string)
+	switch {
+	case raw == "/" || raw == "":
+		method, handle = http.MethodGet, s.health
+	case route == "execute" && !hasRest:
+		method, handle = http.MethodPost, s.execute
+	case route == "upload" && !hasRest:
+		method, handle = http.MethodPost, s.upload
+	case route == "download" && hasRest:
+		method, handle = http.MethodGet, s.download
+	case route == "list" && hasRest:
+		method, handle = http.MethodGet, s.list
+	case route == "exists" && hasRest:
+		method, handle = http.MethodGet, s.exists
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		return
+	}
+	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+		w.Header().Set("Allow", method)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+		return
+	}
+	name, err := url.PathUnescape(rest)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, wire.Message{Message: fmt.Sprintf("Bad path encoding: %v", err)})
+		return
+	}
+	handle(w, r, name)
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ string) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+}
+
+// writeJSON writes v as the response with status code. HTML characters are
+// not escaped, so command output reads as it was written.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client is gone if this fails
+}
+
+// validationError answers 422 in the shape FastAPI gives upstream's
+// clients for a request body it cannot accept.
+func validationError(w http.ResponseWriter, field, kind, msg string) {
+	loc := []string{"body"}
+	if field != "" {
+		loc = append(loc, field)
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+		"detail": []map[string]any{{"type": kind, "loc": loc, "msg": msg}},
+	})
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// loggingWriter records the status and size of a response. It passes
+// ReadFrom through so file downloads keep using sendfile.
+type loggingWriter struct {
+	http.ResponseWriter
+	status      int
+	written     int64
+	wroteHeader bool
+}
+
+func (l *loggingWriter) WriteHeader(code int) {
+	if !l.wroteHeader {
+		l.status, l.wroteHeader = code, true
+	}
+	l.ResponseWriter.WriteHeader(code)
+}
+
+func (l *loggingWriter) Write(p []byte) (int, error) {
+	l.wroteHeader = true
+	n, err := l.ResponseWriter.Write(p)
+	l.written += int64(n)
+	return n, err
+}
+
+func (l *loggingWriter) ReadFrom(src io.Reader) (int64, error) {
+	l.wroteHeader = true
+	n, err := io.Copy(l.ResponseWriter, src)
+	l.written += n
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (l *loggingWriter) Unwrap() http.ResponseWriter { return l.ResponseWriter }
+
+func (l *loggingWriter) bodyIn(r *http.Request) int64 {
+	if r.ContentLength > 0 {
+		return r.ContentLength
+	}
+	return 0
+}

@@ -1,0 +1,48 @@
+// Package wire declares the JSON bodies of the agent-sandbox runtime
+// contract as our runtime server (internal/server) speaks it, with
+// our additive extensions, so the server and our own clients (the local
+// backend) share one definition. Upstream clients ignore the extension
+// fields. docs/sandbox-server.md has the contract table.
+package wire
+
+// ExecuteRequest is the body of POST /execute.
+type ExecuteRequest struct {
+	// Command is run with /bin/sh -c in the base directory.
+	Command string `json:"command"`
+	// TimeoutSeconds (extension) overrides the server's default deadline
+	// for this command; 0 or absent means the default.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Env (extension) is added to the command's environment.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// ExecuteResponse is the 200 body of POST /execute: the legacy fields
+// first, then our extensions.
+type ExecuteResponse struct {
+	// Stdout and Stderr are capped per stream (the server's
+	// --max-output-bytes, counted in JSON-encoded bytes, marker included);
+	// each byte that is not UTF-8 becomes U+FFFD.
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// ExitCode is 124 when the deadline killed the command, 128+N when
+	// signal N did.
+	ExitCode        int     `json:"exit_code"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	TimedOut        bool    `json:"timed_out"`
+	Signal          int     `json:"signal"`      // 0 when no signal ended the command
+	DurationMS      float64 `json:"duration_ms"` // wall time of the command, milliseconds
+}
+
+// FileEntry is one element of the GET /list/{path} array.
+type FileEntry struct {
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`     // bytes
+	Type    string  `json:"type"`     // "file" or "directory"
+	ModTime float64 `json:"mod_time"` // seconds since the Unix epoch
+}
+
+// Message is the body of /upload's 200 and of every error status.
+type Message struct {
+	Message string `json:"message"`
+}
