@@ -359,7 +359,7 @@ func TestBinaryAsPID1(t *testing.T) {
 // server may not read or write (mode 000, the server without
 // CAP_DAC_OVERRIDE, as in a sandbox) is 403 with a "Permission denied"
 // message, told apart from an escape, which keeps upstream's exact
-// {"message":"Access denied"}.
+// message "Access denied" (plus error_code path_escape).
 func TestBinaryPermissionDenied(t *testing.T) {
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
@@ -402,7 +402,7 @@ func TestBinaryPermissionDenied(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"Permission denied`) {
 		t.Errorf("upload into a mode-000 directory: %d %s, want 403 Permission denied", resp.StatusCode, body)
 	}
-	if code, body := get("/download/%2E%2E%2Fetc%2Fpasswd"); code != http.StatusForbidden || strings.TrimSpace(body) != `{"message":"Access denied"}` {
-		t.Errorf("escape: %d %s, want 403 {\"message\":\"Access denied\"}", code, body)
+	if code, body := get("/download/%2E%2E%2Fetc%2Fpasswd"); code != http.StatusForbidden || strings.TrimSpace(body) != `{"message":"Access denied","error_code":"path_escape"}` {
+		t.Errorf("escape: %d %s, want 403 {\"message\":\"Access denied\",\"error_code\":\"path_escape\"}", code, body)
 	}
 }

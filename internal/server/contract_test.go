@@ -515,7 +515,7 @@ func TestTraversalEveryEndpoint(t *testing.T) {
 	for _, name := range escapes {
 		for _, route := range []string{"download", "list", "exists"} {
 			code, body := ts.get(t, "/"+route+"/"+name)
-			if code != 403 || strings.TrimSpace(string(body)) != `{"message":"Access denied"}` {
+			if code != 403 || strings.TrimSpace(string(body)) != `{"message":"Access denied","error_code":"path_escape"}` {
 				t.Errorf("GET /%s/%s = %d %s, want 403 Access denied", route, name, code, body)
 			}
 			if strings.Contains(string(body), "TOP SECRET") {
@@ -585,14 +585,14 @@ func TestListAndExistsShapes(t *testing.T) {
 		"/exists/five":          `{"exists":true,"path":"five"}`,
 		"/exists/sub%2Fnope":    `{"exists":false,"path":"sub/nope"}`,
 		"/exists/dangling":      `{"exists":false,"path":"dangling"}`,
-		"/list/five":            `{"message":"Path is not a directory"}`,
-		"/list/nope":            `{"message":"Path is not a directory"}`,
-		"/download/nope":        `{"message":"File not found"}`,
-		"/download/sub":         `{"message":"File not found: the path is a directory"}`,
-		"/download/dangling":    `{"message":"File not found"}`,
-		"/download/five%2Fbad":  `{"message":"File not found"}`,
-		"/download/absdangling": `{"message":"Access denied"}`, // as upstream's realpath
-		"/exists/absdangling":   `{"message":"Access denied"}`,
+		"/list/five":            `{"message":"Path is not a directory","error_code":"not_found"}`,
+		"/list/nope":            `{"message":"Path is not a directory","error_code":"not_found"}`,
+		"/download/nope":        `{"message":"File not found","error_code":"not_found"}`,
+		"/download/sub":         `{"message":"File not found: the path is a directory","error_code":"not_found"}`,
+		"/download/dangling":    `{"message":"File not found","error_code":"not_found"}`,
+		"/download/five%2Fbad":  `{"message":"File not found","error_code":"not_found"}`,
+		"/download/absdangling": `{"message":"Access denied","error_code":"path_escape"}`, // as upstream's realpath
+		"/exists/absdangling":   `{"message":"Access denied","error_code":"path_escape"}`,
 	} {
 		_, body := ts.get(t, path)
 		if strings.TrimSpace(string(body)) != wantBody {

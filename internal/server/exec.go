@@ -21,10 +21,7 @@ import (
 const pipeGrace = 250 * time.Millisecond
 
 // Exit codes the server reports for commands it ended.
-const (
-	exitTimedOut   = 124 // the deadline killed the command, as timeout(1) reports
-	exitSignalBase = 128 // plus N: signal N killed the command
-)
+const ()
 
 var (
 	errDeadline = errors.New("command deadline passed")
@@ -120,13 +117,13 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, errDeadline) && ws.Signaled():
-		res.ExitCode = exitTimedOut
+		res.ExitCode = wire.ExitTimedOut
 		res.TimedOut = true
 		note = fmt.Sprintf("[sandbox-server: command timed out after %s; its process group was killed]", spec.timeout)
 	case ws.Signaled():
 		sig := ws.Signal()
 		res.Signal = int(sig)
-		res.ExitCode = exitSignalBase + int(sig)
+		res.ExitCode = wire.SignalExitCode(int(sig))
 		why := ""
 		if ctx.Err() != nil {
 			why = fmt.Sprintf(" (%v)", cause)

@@ -28,7 +28,7 @@ const multipartSlack = 1 << 20
 // accessDenied answers 403 for a name that escapes the base directory
 // (or cannot name a file), with upstream's exact body.
 func accessDenied(w http.ResponseWriter) {
-	writeJSON(w, http.StatusForbidden, wire.Message{Message: "Access denied"})
+	writeError(w, http.StatusForbidden, wire.CodePathEscape, "Access denied")
 }
 
 // permissionDeniedPrefix starts the message of a 403 for a name inside the
@@ -39,7 +39,7 @@ const permissionDeniedPrefix = "Permission denied"
 // permissionDenied answers 403 with a message starting with
 // permissionDeniedPrefix and naming the file.
 func permissionDenied(w http.ResponseWriter, name string) {
-	writeJSON(w, http.StatusForbidden, wire.Message{Message: fmt.Sprintf("%s: %q is not accessible to the sandbox's user (check its mode)", permissionDeniedPrefix, name)})
+	writeError(w, http.StatusForbidden, wire.CodePermissionDenied, fmt.Sprintf("%s: %q is not accessible to the sandbox's user (check its mode)", permissionDeniedPrefix, name))
 }
 
 // refused reports whether a resolution error means the name must be
@@ -84,11 +84,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, _ string) {
 func (s *Server) uploadBodyFailed(w http.ResponseWriter, err error) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-			"message": fmt.Sprintf("Upload exceeds the limit of %d bytes", s.cfg.MaxUploadBytes)})
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("Upload exceeds the limit of %d bytes", s.cfg.MaxUploadBytes))
 		return
 	}
-	writeJSON(w, http.StatusBadRequest, wire.Message{Message: fmt.Sprintf("Malformed upload body: %v", err)})
+	writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Malformed upload body: %v", err))
 }
 
 // saveUpload streams part to a temporary file beside name's target and
@@ -108,7 +107,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		s.uploadFailed(w, name, err)
 		return
 	case rel == ".":
-		writeJSON(w, http.StatusBadRequest, wire.Message{Message: fmt.Sprintf("Filename %q names the base directory", name)})
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Filename %q names the base directory", name))
 		return
 	}
 	root := s.root.OS()
@@ -119,7 +118,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	}
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-			writeJSON(w, http.StatusConflict, wire.Message{Message: fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name)})
+			writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name))
 			return
 		}
 		s.uploadFailed(w, name, err)
@@ -128,7 +127,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	perm := fs.FileMode(0o644)
 	if fi, err := root.Stat(rel); err == nil {
 		if fi.IsDir() {
-			writeJSON(w, http.StatusConflict, wire.Message{Message: fmt.Sprintf("Cannot upload %q: it is a directory", name)})
+			writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot upload %q: it is a directory", name))
 			return
 		}
 		perm = fi.Mode().Perm()
@@ -151,8 +150,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		case writeErr != nil:
 			s.uploadFailed(w, name, writeErr)
 		default:
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-				"message": fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes)})
+			writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes))
 		}
 		return
 	}
@@ -199,7 +197,7 @@ func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
 		return
 	}
 	s.log.Error("upload", "name", name, "err", err)
-	writeJSON(w, http.StatusInternalServerError, wire.Message{Message: fmt.Sprintf("File upload failed: %v", err)})
+	writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("File upload failed: %v", err))
 }
 
 // download handles GET /download/{path}: the file's bytes as
@@ -210,7 +208,7 @@ func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
 // the request open waiting for a writer; the type is checked on the opened
 // descriptor, so a swap between the check and the open changes nothing.
 func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
-	notFound := func(msg string) { writeJSON(w, http.StatusNotFound, wire.Message{Message: msg}) }
+	notFound := func(msg string) { writeError(w, http.StatusNotFound, wire.CodeNotFound, msg) }
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
@@ -275,7 +273,7 @@ func notRegular(m fs.FileMode) string {
 // to when that lies inside the base directory, otherwise as a "file" with
 // the link's own size and time.
 func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
-	notDir := func() { writeJSON(w, http.StatusNotFound, wire.Message{Message: "Path is not a directory"}) }
+	notDir := func() { writeError(w, http.StatusNotFound, wire.CodeNotFound, "Path is not a directory") }
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
@@ -300,7 +298,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, wire.Message{Message: fmt.Sprintf("List files failed: %v", err)})
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("List files failed: %v", err))
 		return
 	}
 	dirents, err := d.ReadDir(-1)
@@ -310,7 +308,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, wire.Message{Message: fmt.Sprintf("List files failed: %v", err)})
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, fmt.Sprintf("List files failed: %v", err))
 		return
 	}
 	entries := make([]wire.FileEntry, 0, len(dirents))

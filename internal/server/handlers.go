@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
@@ -24,11 +26,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-			"message": fmt.Sprintf("Request body exceeds %d bytes", s.cfg.MaxCommandBytes)})
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("Request body exceeds %d bytes", s.cfg.MaxCommandBytes))
 		return
 	case err != nil:
-		writeJSON(w, http.StatusBadRequest, wire.Message{Message: fmt.Sprintf("Reading request body failed: %v", err)})
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Reading request body failed: %v", err))
 		return
 	}
 	var req struct {
@@ -59,7 +60,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 		spec.timeout = time.Duration(*t * float64(time.Second))
 	}
 	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+		if !shell.EnvironKey(k) || strings.IndexByte(v, 0) >= 0 {
 			validationError(w, "env", "value_error",
 				fmt.Sprintf("env key %q: keys must be non-empty without '=' or NUL, values without NUL", k))
 			return
@@ -69,12 +70,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 	res, err := s.run(r.Context(), spec)
 	if err != nil {
 		// Upstream reports a command it could not start as exit code 1.
-		s.log.Error("execute", "command", clip(spec.command, 200), "err", err)
+		s.log.Error("execute", "command", clip.String(spec.command, 200), "err", err)
 		writeJSON(w, http.StatusOK, wire.ExecuteResponse{Stderr: fmt.Sprintf("Failed to execute command: %v", err), ExitCode: 1})
 		return
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "exec",
-		slog.String("command", clip(spec.command, 200)),
+		slog.String("command", clip.String(spec.command, 200)),
 		slog.Int("exit_code", res.ExitCode),
 		slog.Int("stdout_bytes", len(res.Stdout)),
 		slog.Int("stderr_bytes", len(res.Stderr)),

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/pathsafe"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
@@ -126,7 +127,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.route(lw, r)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
-		slog.String("path", clip(r.URL.EscapedPath(), 200)),
+		slog.String("path", clip.String(r.URL.EscapedPath(), 200)),
 		slog.Int("status", lw.status),
 		slog.Int64("bytes_in", lw.bodyIn(r)),
 		slog.Int64("bytes_out", lw.written),
@@ -163,7 +164,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	name, err := url.PathUnescape(rest)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, wire.Message{Message: fmt.Sprintf("Bad path encoding: %v", err)})
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Bad path encoding: %v", err))
 		return
 	}
 	handle(w, r, name)
@@ -183,6 +184,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v) // the client is gone if this fails
 }
 
+// writeError answers an error status with a wire.Message carrying code.
+func writeError(w http.ResponseWriter, status int, code wire.ErrorCode, msg string) {
+	writeJSON(w, status, wire.Message{Message: msg, Code: code})
+}
+
 // validationError answers 422 in the shape FastAPI gives upstream's
 // clients for a request body it cannot accept.
 func validationError(w http.ResponseWriter, field, kind, msg string) {
@@ -193,13 +199,6 @@ func validationError(w http.ResponseWriter, field, kind, msg string) {
 	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
 		"detail": []map[string]any{{"type": kind, "loc": loc, "msg": msg}},
 	})
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // loggingWriter records the status and size of a response. It passes

@@ -24,8 +24,8 @@ type ExecuteResponse struct {
 	// each byte that is not UTF-8 becomes U+FFFD.
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
-	// ExitCode is 124 when the deadline killed the command, 128+N when
-	// signal N did.
+	// ExitCode is ExitTimedOut (124) when the deadline killed the
+	// command, SignalExitCode(N) (128+N) when signal N did.
 	ExitCode        int     `json:"exit_code"`
 	StdoutTruncated bool    `json:"stdout_truncated"`
 	StderrTruncated bool    `json:"stderr_truncated"`
@@ -42,7 +42,38 @@ type FileEntry struct {
 	ModTime float64 `json:"mod_time"` // seconds since the Unix epoch
 }
 
-// Message is the body of /upload's 200 and of every error status.
+// Message is the body of /upload's 200 and of every error status our
+// handlers answer (a route or method that does not exist gets FastAPI's
+// {"detail": ...} instead, as upstream's).
 type Message struct {
 	Message string `json:"message"`
+	// Code (extension) says which error this is, for clients that map
+	// errors to their own (internal/client/apierror); absent on 200.
+	Code ErrorCode `json:"error_code,omitempty"`
 }
+
+// ErrorCode is the machine-readable kind of an error answer, the
+// "error_code" field of Message. Clients must treat an unknown or absent
+// code by the HTTP status alone.
+type ErrorCode string
+
+const (
+	// CodePathEscape (403): the name leads outside the base directory or
+	// cannot name a file.
+	CodePathEscape ErrorCode = "path_escape"
+	// CodePermissionDenied (403): the name is inside the base directory
+	// but the server's user may not read or write it (EACCES, EPERM).
+	CodePermissionDenied ErrorCode = "permission_denied"
+	// CodeNotFound (404): the file or directory does not exist, or is not
+	// a directory where one is needed.
+	CodeNotFound ErrorCode = "not_found"
+	// CodeTooLarge (413): the request body is over the server's limit.
+	CodeTooLarge ErrorCode = "too_large"
+	// CodeBadRequest (400): the request is malformed.
+	CodeBadRequest ErrorCode = "bad_request"
+	// CodeConflict (409): the upload's target or a parent is the wrong
+	// kind of file.
+	CodeConflict ErrorCode = "conflict"
+	// CodeInternal (500): the server failed on its side (disk full, I/O).
+	CodeInternal ErrorCode = "internal"
+)

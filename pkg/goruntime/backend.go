@@ -33,6 +33,9 @@ type Sandbox interface {
 	// command that runs and exits non-zero is not an error: the exit code
 	// is in the result. Errors mean the command could not be run or its
 	// result was lost (ErrSandboxGone, a transport failure, ctx done).
+	// The backend owns the client-side deadline: it waits req.Timeout
+	// (or its default) plus a grace it picks for its transport, so a
+	// command the server killed still returns its partial output.
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
 	// WriteFile streams r into the work directory under name, a plain file
 	// name with no "/" (the agent-sandbox SDK refuses sub-paths). Use
@@ -94,7 +97,8 @@ type ExecResult struct {
 	// not UTF-8 replaced by U+FFFD.
 	Stdout, Stderr string
 	// ExitCode is the process's exit status; 124 when the deadline killed
-	// it, 128+N when signal N did.
+	// it, 128+N when signal N did (the convention of internal/wire's
+	// ExitTimedOut and SignalExitCode).
 	ExitCode int
 	// StdoutTruncated and StderrTruncated report that the server dropped
 	// output beyond its cap.

@@ -1,23 +1,17 @@
 package goruntime
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path"
-	"regexp"
 	"strings"
 	"time"
-)
 
-// transportGrace is how much longer than a command's timeout the client
-// waits for the server's answer, so a timed-out command still returns its
-// partial output instead of a transport error.
-const transportGrace = 15 * time.Second
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+)
 
 // Execute writes req.Files under /app, runs req.Command and reports what
 // happened. A command that fails (non-zero exit, build error, timeout) is
@@ -60,9 +54,9 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	if timeout <= 0 {
 		timeout = s.opts.DefaultTimeout
 	}
+	// The backend bounds the call: it knows its transport and waits a
+	// grace past the timeout for the partial output (see Sandbox.Exec).
 	ereq := ExecRequest{Command: req.Command, Env: req.Env, Timeout: timeout}
-	ctx, cancel := context.WithTimeout(ctx, timeout+transportGrace)
-	defer cancel()
 
 	start := time.Now()
 	var (
@@ -76,7 +70,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	}
 	elapsed := time.Since(start)
 	if err != nil {
-		return nil, fmt.Errorf("run %q: %w", clip(req.Command, 80), err)
+		return nil, fmt.Errorf("run %q: %w", clip.String(req.Command, 80), err)
 	}
 	if er.Duration > 0 {
 		elapsed = er.Duration
@@ -93,7 +87,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	res.StdoutTruncated = res.StdoutTruncated || res.StdoutElided > 0
 	res.StderrTruncated = res.StderrTruncated || res.StderrElided > 0
 	s.opts.Logger.DebugContext(ctx, "execute", "backend", s.backend, "sandbox", s.sb.ID(),
-		"command", clip(req.Command, 120), "exit_code", res.ExitCode, "outcome", res.Outcome,
+		"command", clip.String(req.Command, 120), "exit_code", res.ExitCode, "outcome", res.Outcome,
 		"duration_ms", res.Duration.Milliseconds())
 	return res, nil
 }
@@ -137,112 +131,9 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 		return fmt.Errorf("unpack %d files: %w", len(files), err)
 	}
 	if er.ExitCode != 0 {
-		return fmt.Errorf("unpack %d files: tar exited %d: %s", len(files), er.ExitCode, clip(er.Stderr, 500))
+		return fmt.Errorf("unpack %d files: tar exited %d: %s", len(files), er.ExitCode, clip.String(er.Stderr, 500))
 	}
 	return nil
-}
-
-// ValidateFiles checks that every path is relative, clean of ".." and
-// unique. Errors wrap ErrPathEscape and name the path.
-func ValidateFiles(files []File) error {
-	seen := make(map[string]bool, len(files))
-	for _, f := range files {
-		p := f.Path
-		switch {
-		case p == "":
-			return fmt.Errorf("file path is empty: %w", ErrPathEscape)
-		case strings.ContainsRune(p, 0):
-			return fmt.Errorf("file path %q contains a NUL byte: %w", p, ErrPathEscape)
-		case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-			return fmt.Errorf("file path %q is absolute: %w", p, ErrPathEscape)
-		}
-		for _, el := range strings.Split(p, "/") {
-			if el == ".." {
-				return fmt.Errorf("file path %q contains \"..\": %w", p, ErrPathEscape)
-			}
-		}
-		for _, el := range strings.Split(p, "/") {
-			if len(el) > maxNameBytes {
-				return fmt.Errorf("file path %q has an element of %d bytes; at most %d", clip(p, 80), len(el), maxNameBytes)
-			}
-		}
-		clean := path.Clean(p)
-		if clean == "." {
-			return fmt.Errorf("file path %q names the work directory itself: %w", p, ErrPathEscape)
-		}
-		if strings.HasSuffix(p, "/") {
-			return fmt.Errorf("file path %q ends in \"/\": name a file, not a directory", p)
-		}
-		if seen[clean] {
-			return fmt.Errorf("file path %q given twice", p)
-		}
-		seen[clean] = true
-	}
-	return nil
-}
-
-// maxNameBytes is the longest file name element Linux file systems take
-// (NAME_MAX).
-const maxNameBytes = 255
-
-// envNameRE is what a POSIX shell passes on to the commands it runs; other
-// names would silently disappear.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// ValidateEnv checks that every name is a shell variable name
-// ([A-Za-z_][A-Za-z0-9_]*) and no value holds a NUL byte.
-func ValidateEnv(env map[string]string) error {
-	for k, v := range env {
-		if !envNameRE.MatchString(k) {
-			return fmt.Errorf("environment variable name %q: want [A-Za-z_][A-Za-z0-9_]*", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return fmt.Errorf("environment variable %s: value contains a NUL byte", k)
-		}
-	}
-	return nil
-}
-
-// Archive packs files into an uncompressed tar archive with regular-file
-// entries only (no links), parents implied. Paths must pass ValidateFiles.
-func Archive(files []File) ([]byte, error) {
-	if err := ValidateFiles(files); err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	dirs := map[string]bool{}
-	for _, f := range files {
-		p := path.Clean(f.Path)
-		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	for _, f := range files {
-		mode := int64(f.Mode.Perm())
-		if mode == 0 {
-			mode = 0o644
-		}
-		hdr := &tar.Header{
-			Typeflag: tar.TypeReg,
-			Name:     path.Clean(f.Path),
-			Mode:     mode,
-			Size:     int64(len(f.Data)),
-			ModTime:  now,
-			Format:   tar.FormatPAX,
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("archive %s: %w", f.Path, err)
-		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return nil, fmt.Errorf("archive %s: %w", f.Path, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // Reset empties /app and keeps the build and module caches.
@@ -258,7 +149,7 @@ func (s *Session) Reset(ctx context.Context) error {
 		return fmt.Errorf("reset sandbox %s: %w", s.sb.ID(), err)
 	}
 	if er.ExitCode != 0 {
-		return fmt.Errorf("reset sandbox %s: exit %d: %s", s.sb.ID(), er.ExitCode, clip(er.Stderr, 500))
+		return fmt.Errorf("reset sandbox %s: exit %d: %s", s.sb.ID(), er.ExitCode, clip.String(er.Stderr, 500))
 	}
 	return nil
 }
@@ -309,12 +200,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// clip shortens s to at most n bytes for logs and error messages.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -145,7 +146,7 @@ func Exec(ctx context.Context, client processv1.ProcessServiceClient, req gorunt
 			res.ExitCode = int(e.Exit.GetExitCode())
 			if timedOut.Load() {
 				res.TimedOut = true
-				res.ExitCode = 124
+				res.ExitCode = wire.ExitTimedOut
 			}
 			if res.StdoutTruncated || res.StderrTruncated {
 				res.Limit = goruntime.LimitOutput

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -283,7 +284,7 @@ func TestReadFileIsBounded(t *testing.T) {
 	}
 	ro := readOut(t, res)
 	if !ro.Binary || ro.Content != "" || ro.Size != 64<<20 || !strings.Contains(text(res), "binary") {
-		t.Errorf("sparse file: binary=%v size=%d content %d bytes, text %q; want binary, size %d, no content", ro.Binary, ro.Size, len(ro.Content), clip(text(res), 200), 64<<20)
+		t.Errorf("sparse file: binary=%v size=%d content %d bytes, text %q; want binary, size %d, no content", ro.Binary, ro.Size, len(ro.Content), clip.String(text(res), 200), 64<<20)
 	}
 	// A large text file reads whole in parts.
 	var got strings.Builder

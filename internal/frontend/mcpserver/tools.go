@@ -17,6 +17,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -269,7 +271,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 				return fmt.Errorf("empty /app before the call (--ephemeral): %w", err)
 			}
 		}
-		prog.say("running " + clip(in.Command, 80))
+		prog.say("running " + clip.String(in.Command, 80))
 		req := goruntime.Request{Files: files, Command: in.Command, Timeout: timeout}
 		var err error
 		if prog.active() {
@@ -282,7 +284,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		return err
 	})
 	if err != nil {
-		s.log.Warn("run_go_code failed", "command", clip(in.Command, 120), "err", err)
+		s.log.Warn("run_go_code failed", "command", clip.String(in.Command, 120), "err", err)
 		return nil, RunOutput{}, describe(err)
 	}
 	out := RunOutput{
@@ -404,7 +406,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 	case bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data):
 		out.Binary = true
 		text = fmt.Sprintf("%s is a binary file (%d bytes; bytes %d-%d hold NUL bytes or are not UTF-8 text); its content is not shown. Inspect it with run_go_code, e.g. command \"od -A d -c %s | head -50\"",
-			p, size, out.Offset, end, shellQuote(p))
+			p, size, out.Offset, end, shell.Quote(p))
 	default:
 		out.Content = string(data)
 		out.Length = len(data)
@@ -469,24 +471,19 @@ func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64
 	// tail seeks to the offset of a regular file; head stops after want
 	// bytes; base64 keeps every byte through the JSON of the runtime
 	// contract, which replaces bytes that are not UTF-8.
-	cmd := fmt.Sprintf("tail -c +%d -- %s | head -c %d | base64", off+1, shellQuote(p), want)
+	cmd := fmt.Sprintf("tail -c +%d -- %s | head -c %d | base64", off+1, shell.Quote(p), want)
 	res, err := sess.Sandbox().Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
 	if err != nil {
 		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: %w", off, off+want, p, err)
 	}
 	if res.ExitCode != 0 || res.StdoutTruncated {
-		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: exit code %d: %s", off, off+want, p, res.ExitCode, clip(strings.TrimSpace(res.Stderr), 500))
+		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: exit code %d: %s", off, off+want, p, res.ExitCode, clip.String(strings.TrimSpace(res.Stderr), 500))
 	}
 	data, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(res.Stdout), ""))
 	if err != nil {
 		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: decode the sandbox's base64: %w", off, off+want, p, err)
 	}
 	return data[:min(len(data), int(want))], size, nil
-}
-
-// shellQuote quotes s as one word for /bin/sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence at the end of b (left
@@ -517,11 +514,11 @@ func cleanPath(p string, dirOK bool) (string, error) {
 		}
 		return "", errors.New("path is required: a file under /app such as main.go")
 	}
-	switch {
-	case strings.HasPrefix(p, "/"):
-		return "", fmt.Errorf("path %q: %w; use a path relative to /app", orig, goruntime.ErrPathEscape)
-	case slices.Contains(strings.Split(p, "/"), ".."):
-		return "", fmt.Errorf("path %q: %w", orig, goruntime.ErrPathEscape)
+	if err := goruntime.CheckPath(p); err != nil {
+		if strings.HasPrefix(p, "/") {
+			return "", fmt.Errorf("%w; use a path relative to /app", err)
+		}
+		return "", err
 	}
 	p = path.Clean(p)
 	if p == "." && !dirOK {
@@ -687,21 +684,10 @@ func (p *progress) chunk(c goruntime.Chunk) {
 	if text = strings.TrimSpace(text); text == "" {
 		return
 	}
-	p.say(string(c.Stream) + ": " + clip(text, 200))
+	p.say(string(c.Stream) + ": " + clip.String(text, 200))
 }
 
 func (p *progress) stop() {
 	close(p.stopped)
 	p.done.Wait()
-}
-
-// clip shortens s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 )
 
 // Env names the variables clients read to discover the API (and which our
@@ -116,7 +118,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("sandboxd: stream chunk size %d is negative", c.StreamChunkSize)
 	}
 	for k := range c.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
+		if !shell.EnvironKey(k) {
 			return fmt.Errorf("sandboxd: environment variable name %q is invalid", k)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/processmanager"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/server"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
 // processService is upstream's ProcessServer with these changes:
@@ -209,7 +211,7 @@ func signalExitCode(proc *processmanager.ManagedProcess) (int32, bool) {
 	if !ok || !ws.Signaled() {
 		return 0, false
 	}
-	return 128 + int32(ws.Signal()), true
+	return int32(wire.SignalExitCode(int(ws.Signal()))), true
 }
 
 // collectStream is an in-process Start stream that buffers the events of

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -35,8 +37,6 @@ const MaxCommandBytes = 120 << 10
 // killGrace is how long a timed-out command has between SIGTERM and SIGKILL.
 const killGrace = 5 * time.Second
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // timeoutMarker matches the line coreutils timeout --verbose prints when it
 // signals our wrapper's /bin/sh (quotes vary with the locale).
 var timeoutMarker = regexp.MustCompile(`(?m)^timeout: sending signal [A-Z0-9]+ to command .?/bin/sh.?\n?`)
@@ -57,26 +57,22 @@ func wrapCommand(command string, env map[string]string, timeout time.Duration) (
 		return "", fmt.Errorf("command contains a NUL byte")
 	}
 	var b strings.Builder
+	if err := goruntime.ValidateEnv(env); err != nil {
+		return "", err
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		v := env[k]
-		if !envName.MatchString(k) {
-			return "", fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*)", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return "", fmt.Errorf("environment variable %s contains a NUL byte", k)
-		}
-		fmt.Fprintf(&b, "export %s=%s; ", k, shellQuote(v))
+		fmt.Fprintf(&b, "export %s=%s; ", k, shell.Quote(env[k]))
 	}
 	if timeout <= 0 {
 		if b.Len() == 0 {
 			return command, nil
 		}
 		b.WriteString("exec /bin/sh -c ")
-		b.WriteString(shellQuote(command))
+		b.WriteString(shell.Quote(command))
 		return b.String(), nil
 	}
 	fmt.Fprintf(&b, "exec timeout --verbose --kill-after=%s %s /bin/sh -c %s",
-		seconds(killGrace), seconds(timeout), shellQuote(command))
+		seconds(killGrace), seconds(timeout), shell.Quote(command))
 	return b.String(), nil
 }
 
@@ -90,22 +86,17 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + "s"
 }
 
-// shellQuote quotes s as one POSIX shell word.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // timedOut reports whether a wrapped command was killed by its deadline,
 // and returns stderr without timeout's own report. Only the exit statuses
 // timeout gives a killed command count (124; after SIGKILL, which also
 // hits timeout itself, 137 or -9 depending on how the server reports a
 // signal), and only when the report is the end of stderr.
 func timedOut(exitCode int, stderr string) (bool, string) {
-	if exitCode != 124 && exitCode != 128+9 && exitCode != -9 {
+	if exitCode != wire.ExitTimedOut && exitCode != wire.SignalExitCode(9) && exitCode != -9 {
 		return false, stderr
 	}
 	body := stderr
-	if exitCode != 124 {
+	if exitCode != wire.ExitTimedOut {
 		// Our runtime server notes a signal death after the output.
 		if loc := serverKillNote.FindStringIndex(body); loc != nil {
 			body = body[:loc[0]]

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"strings"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -81,7 +82,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	}
 	if req.Timeout > 0 {
 		if hit, stderr := timedOut(res.ExitCode, res.Stderr); hit {
-			out.TimedOut, out.ExitCode, out.Stderr = true, 124, stderr
+			out.TimedOut, out.ExitCode, out.Stderr = true, wire.ExitTimedOut, stderr
 		}
 	}
 	return out, nil
@@ -117,7 +118,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := checkPath(p); err != nil {
+	if err := goruntime.CheckPath(p); err != nil {
 		return nil, fmt.Errorf("read %q: %w", p, err)
 	}
 	data, err := s.sb.Read(ctx, p)
@@ -136,7 +137,7 @@ func (s *Sandbox) List(ctx context.Context, p string) ([]goruntime.FileInfo, err
 	if p == "" {
 		p = "."
 	}
-	if err := checkPath(p); err != nil {
+	if err := goruntime.CheckPath(p); err != nil {
 		return nil, fmt.Errorf("list %q: %w", p, err)
 	}
 	entries, err := s.sb.List(ctx, p)
@@ -191,35 +192,19 @@ func (s *Sandbox) finish() bool {
 	return true
 }
 
-// checkPath refuses paths that leave /app before they are sent.
-func checkPath(p string) error {
-	if strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return goruntime.ErrPathEscape
-	}
-	for _, el := range strings.Split(path.Clean(p), "/") {
-		if el == ".." {
-			return goruntime.ErrPathEscape
-		}
-	}
-	return nil
-}
-
 // explain maps an SDK error from a call on a ready sandbox to our
-// sentinels, keeping the SDK's: HTTP 404 -> ErrNotExist, 403 ->
-// ErrPathEscape, 413 -> ErrTooLarge, a lost port-forward or a closed
+// sentinels, keeping the SDK's: an HTTP error answer as apierror.Decode
+// says (404 -> ErrNotExist, 403 -> ErrPathEscape or fs.ErrPermission,
+// 413 -> ErrTooLarge), a lost port-forward or a closed
 // connection -> ErrSandboxGone; a 502 from the router gets a hint.
 func (s *Sandbox) explain(op string, err error) error {
 	err = fmt.Errorf("%s in sandbox %s: %w", op, s.id, err)
 	var he *sandbox.HTTPError
 	if errors.As(err, &he) {
-		switch he.StatusCode {
-		case http.StatusNotFound:
-			return fmt.Errorf("%w: %w", goruntime.ErrNotExist, err)
-		case http.StatusForbidden:
-			return fmt.Errorf("%w: %w", goruntime.ErrPathEscape, err)
-		case http.StatusRequestEntityTooLarge:
-			return fmt.Errorf("%w: %w", goruntime.ErrTooLarge, err)
-		case http.StatusBadGateway:
+		if _, sentinel := apierror.Decode(he.StatusCode, []byte(he.Body)); sentinel != nil {
+			return fmt.Errorf("%w: %w", sentinel, err)
+		}
+		if he.StatusCode == http.StatusBadGateway {
 			return fmt.Errorf("the router could not reach the sandbox pod (deleted, not listening on 8888, or blocked by a NetworkPolicy; see docs/kubernetes.md#502-from-the-router): %w", err)
 		}
 	}

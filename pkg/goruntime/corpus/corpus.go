@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -87,7 +88,7 @@ func (c Case) Script() string {
 	if c.Stdin == "" {
 		return c.Command
 	}
-	return "{ " + c.Command + "\n} < " + shellQuote(c.Stdin)
+	return "{ " + c.Command + "\n} < " + shell.Quote(c.Stdin)
 }
 
 // Load reads every case under dir (one sub-directory each), sorted by name.
@@ -289,9 +290,4 @@ func readFiles(dir string) ([]goruntime.File, error) {
 		return nil, fmt.Errorf("no files besides %s: %w", SpecFile, ErrBadSpec)
 	}
 	return files, nil
-}
-
-// shellQuote quotes s for sh as one word.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }

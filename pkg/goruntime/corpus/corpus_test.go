@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/corpus"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -96,7 +97,7 @@ func TestCorpus(t *testing.T) {
 				for _, m := range ms {
 					fmt.Fprintf(&b, "- %s\n", m)
 				}
-				fmt.Fprintf(&b, "host stderr:\n%s\nsandbox stderr:\n%s", clip(want.Stderr), clip(got.Stderr))
+				fmt.Fprintf(&b, "host stderr:\n%s\nsandbox stderr:\n%s", clip.String(want.Stderr, 2000), clip.String(got.Stderr, 2000))
 				t.Error(b.String())
 			})
 		}
@@ -137,12 +138,4 @@ func openPool(t *testing.T, ctx context.Context, b goruntime.Backend, n int) cha
 		t.Fatalf("open sandboxes: %v", err)
 	}
 	return pool
-}
-
-func clip(s string) string {
-	const n = 2000
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + fmt.Sprintf("… (%d more bytes)", len(s)-n)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -96,7 +97,7 @@ func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) 
 	}
 	switch {
 	case timedOut:
-		er.ExitCode = 124
+		er.ExitCode = wire.ExitTimedOut
 	case waitErr == nil:
 	default:
 		var ee *exec.ExitError
@@ -104,7 +105,7 @@ func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) 
 			return Observed{}, "", fmt.Errorf("oracle %s: wait sh: %w", c.Name, waitErr)
 		}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			er.ExitCode = 128 + int(ws.Signal())
+			er.ExitCode = wire.SignalExitCode(int(ws.Signal()))
 		} else {
 			er.ExitCode = ee.ExitCode()
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"mime/multipart"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -178,30 +178,10 @@ func pathEscape(p string) string {
 }
 
 // statusError turns a non-200 answer into an error wrapping the matching
-// goruntime sentinel.
+// goruntime sentinel (apierror.Decode).
 func statusError(what string, resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	msg := strings.TrimSpace(string(body))
-	var m struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(body, &m) == nil && m.Message != "" {
-		msg = m.Message
-	}
-	var sentinel error
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		sentinel = goruntime.ErrNotExist
-	case http.StatusForbidden:
-		// The server's 403 for a file its user may not access (EACCES,
-		// EPERM) starts with this; any other 403 is an escape.
-		sentinel = goruntime.ErrPathEscape
-		if strings.HasPrefix(msg, "Permission denied") {
-			sentinel = fs.ErrPermission
-		}
-	case http.StatusRequestEntityTooLarge:
-		sentinel = goruntime.ErrTooLarge
-	}
+	msg, sentinel := apierror.Decode(resp.StatusCode, body)
 	if sentinel != nil {
 		return fmt.Errorf("%s: %s: %w", what, msg, sentinel)
 	}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -19,7 +20,7 @@ import (
 // "write big: file too large"). The command's own exit
 // status does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
 func hitFileSize(res *goruntime.ExecResult, signal int) bool {
-	if signal == int(syscall.SIGXFSZ) || res.ExitCode == 128+int(syscall.SIGXFSZ) {
+	if signal == int(syscall.SIGXFSZ) || res.ExitCode == wire.SignalExitCode(int(syscall.SIGXFSZ)) {
 		return true
 	}
 	for _, m := range []string{"File size limit exceeded", "file too large"} {

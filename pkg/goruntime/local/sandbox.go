@@ -286,8 +286,11 @@ func (s *Sandbox) check() error {
 // call is diagnosed before it is reported.
 const (
 	watchInterval = 500 * time.Millisecond
-	probeTimeout  = 2 * time.Second  // for GET / to a server that may be wedged
-	execGrace     = 30 * time.Second // client-side deadline past a command's own timeout
+	probeTimeout  = 2 * time.Second // for GET / to a server that may be wedged
+	// execGrace is how long past a command's own timeout (when the server
+	// kills it) a call waits for the answer over the unix socket: the
+	// one client-side grace of this backend (goruntime.Sandbox.Exec).
+	execGrace = 15 * time.Second
 )
 
 // errServerWedged is the cancel cause the watcher gives a call.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 )
 
 // Target is a server to test.
@@ -93,14 +95,14 @@ func runParams(ctx context.Context, cs *mcp.ClientSession, p *mcp.CallToolParams
 	}
 	r := &Run{IsError: res.IsError, Text: Text(res)}
 	if res.StructuredContent == nil {
-		return r, fmt.Errorf("run_go_code: no structured content; text: %s", clip(r.Text))
+		return r, fmt.Errorf("run_go_code: no structured content; text: %s", clip.String(r.Text, 2000))
 	}
 	data, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal(data, &r.Out); err != nil {
-		return r, fmt.Errorf("run_go_code: structured content %s: %w", clip(string(data)), err)
+		return r, fmt.Errorf("run_go_code: structured content %s: %w", clip.String(string(data), 2000), err)
 	}
 	return r, nil
 }
@@ -125,13 +127,6 @@ func Text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-func clip(s string) string {
-	if len(s) > 2000 {
-		return s[:2000] + "…"
-	}
-	return s
-}
-
 // expect returns an error describing r when ok is false.
 func expect(ok bool, what string, r *Run) error {
 	if ok {
@@ -141,7 +136,7 @@ func expect(ok bool, what string, r *Run) error {
 		return errors.New(what)
 	}
 	return fmt.Errorf("%s; got isError=%v exit=%d outcome=%s timed_out=%v\nstdout: %s\nstderr: %s",
-		what, r.IsError, r.Out.ExitCode, r.Out.Outcome, r.Out.TimedOut, clip(r.Out.Stdout), clip(r.Out.Stderr))
+		what, r.IsError, r.Out.ExitCode, r.Out.Outcome, r.Out.TimedOut, clip.String(r.Out.Stdout, 2000), clip.String(r.Out.Stderr, 2000))
 }
 
 func session(ctx context.Context, t Target, opts *mcp.ClientOptions) (*mcp.ClientSession, func(), error) {

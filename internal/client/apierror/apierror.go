@@ -1,0 +1,61 @@
+// Package apierror turns the runtime server's error answers into the
+// goruntime sentinel errors, the one mapping both backends use (the local
+// backend's own HTTP client and the agent-sandbox SDK's HTTPError).
+package apierror
+
+import (
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// permissionDeniedPrefix starts the message of a 403 for a file the
+// server's user may not access, from servers that predate error_code.
+const permissionDeniedPrefix = "Permission denied"
+
+// Decode reads an error answer: status is the HTTP status, body what the
+// server sent (any shape; only its first bytes matter). It returns the
+// message to show (the body's "message" when it has one, else the trimmed
+// body) and the sentinel a caller can test with errors.Is, or nil when the
+// answer is no error callers tell apart:
+//
+//	not_found, 404                        -> goruntime.ErrNotExist
+//	path_escape, 403                      -> goruntime.ErrPathEscape
+//	permission_denied, 403 "Permission…"  -> fs.ErrPermission
+//	too_large, 413                        -> goruntime.ErrTooLarge
+//
+// The body's error_code decides; without one (upstream's runtime, an older
+// server, a proxy's page) the status does.
+func Decode(status int, body []byte) (msg string, sentinel error) {
+	msg = strings.TrimSpace(string(body))
+	var m wire.Message
+	if json.Unmarshal(body, &m) == nil && m.Message != "" {
+		msg = m.Message
+	}
+	switch m.Code {
+	case wire.CodeNotFound:
+		return msg, goruntime.ErrNotExist
+	case wire.CodePathEscape:
+		return msg, goruntime.ErrPathEscape
+	case wire.CodePermissionDenied:
+		return msg, fs.ErrPermission
+	case wire.CodeTooLarge:
+		return msg, goruntime.ErrTooLarge
+	}
+	switch status {
+	case http.StatusNotFound:
+		return msg, goruntime.ErrNotExist
+	case http.StatusForbidden:
+		if strings.HasPrefix(msg, permissionDeniedPrefix) {
+			return msg, fs.ErrPermission
+		}
+		return msg, goruntime.ErrPathEscape
+	case http.StatusRequestEntityTooLarge:
+		return msg, goruntime.ErrTooLarge
+	}
+	return msg, nil
+}

@@ -1,0 +1,40 @@
+package apierror
+
+import (
+	"errors"
+	"io/fs"
+	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		status   int
+		body     string
+		msg      string
+		sentinel error
+	}{
+		{"code decides over status", 400, `{"message":"gone","error_code":"not_found"}`, "gone", goruntime.ErrNotExist},
+		{"escape by code", 403, `{"message":"Access denied","error_code":"path_escape"}`, "Access denied", goruntime.ErrPathEscape},
+		{"permission by code", 403, `{"message":"x","error_code":"permission_denied"}`, "x", fs.ErrPermission},
+		{"too large by code", 413, `{"message":"big","error_code":"too_large"}`, "big", goruntime.ErrTooLarge},
+		{"upstream 403", 403, `{"message":"Access denied"}`, "Access denied", goruntime.ErrPathEscape},
+		{"older server's permission 403", 403, `{"message":"Permission denied: \"f\""}`, `Permission denied: "f"`, fs.ErrPermission},
+		{"plain 404", 404, `{"detail":"Not Found"}`, `{"detail":"Not Found"}`, goruntime.ErrNotExist},
+		{"plain 413 text", 413, "too big\n", "too big", goruntime.ErrTooLarge},
+		{"unknown code, other status", 500, `{"message":"disk full","error_code":"internal"}`, "disk full", nil},
+		{"proxy page", 502, "<html>bad gateway</html>", "<html>bad gateway</html>", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, sentinel := Decode(tc.status, []byte(tc.body))
+			if msg != tc.msg {
+				t.Errorf("msg = %q, want %q", msg, tc.msg)
+			}
+			if !errors.Is(sentinel, tc.sentinel) || (tc.sentinel == nil) != (sentinel == nil) {
+				t.Errorf("sentinel = %v, want %v", sentinel, tc.sentinel)
+			}
+		})
+	}
+}

@@ -1,0 +1,42 @@
+// Package shell holds the two rules this project needs about POSIX shell
+// text, shared by host-side and sandbox-side code: how to quote a word so
+// sh reads it back unchanged, and which names sh passes on as environment
+// variables.
+package shell
+
+import "strings"
+
+// Quote returns s as one single-quoted sh word: sh reads it back as
+// exactly s, whatever s holds (NUL excepted, which no sh word can carry).
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// NamePattern describes the names ValidName accepts, for error messages.
+const NamePattern = "[A-Za-z_][A-Za-z0-9_]*"
+
+// ValidName reports whether name is a shell variable name
+// ([A-Za-z_][A-Za-z0-9_]*): what a POSIX shell passes on to the commands
+// it runs. Other names would silently disappear.
+func ValidName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// EnvironKey reports whether name can be carried in a process environment
+// at all (non-empty, no '=' or NUL): the looser rule the runtime server
+// applies to request env, as upstream's runtime does.
+func EnvironKey(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "=\x00")
+}

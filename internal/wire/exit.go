@@ -1,0 +1,16 @@
+package wire
+
+// The exit-code convention every layer reports, the one a POSIX shell and
+// timeout(1) use: the server, both backends, the library and the
+// conformance oracle all take it from here.
+const (
+	// ExitTimedOut is the exit code of a command its deadline killed, as
+	// timeout(1) reports it.
+	ExitTimedOut = 124
+	// ExitSignalBase plus N is the exit code of a command signal N ended.
+	ExitSignalBase = 128
+)
+
+// SignalExitCode is the exit code of a command that signal sig ended:
+// 128+sig.
+func SignalExitCode(sig int) int { return ExitSignalBase + sig }

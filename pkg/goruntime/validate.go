@@ -1,0 +1,77 @@
+package goruntime
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
+)
+
+// CheckPath checks a path naming something inside the work directory
+// (/app) before it is sent: relative, with no ".." element and no NUL
+// byte; "." names /app itself. Every path a caller hands the library or a
+// backend passes this one check. Errors wrap ErrPathEscape and quote p.
+func CheckPath(p string) error {
+	switch {
+	case strings.ContainsRune(p, 0):
+		return fmt.Errorf("path %q contains a NUL byte: %w", p, ErrPathEscape)
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
+		return fmt.Errorf("path %q is absolute: %w", p, ErrPathEscape)
+	case slices.Contains(strings.Split(p, "/"), ".."):
+		return fmt.Errorf("path %q contains \"..\": %w", p, ErrPathEscape)
+	}
+	return nil
+}
+
+// ValidateFiles checks that every path is relative, clean of ".." and
+// unique. Errors wrap ErrPathEscape and name the path.
+func ValidateFiles(files []File) error {
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		p := f.Path
+		if p == "" {
+			return fmt.Errorf("file path is empty: %w", ErrPathEscape)
+		}
+		if err := CheckPath(p); err != nil {
+			return fmt.Errorf("file %w", err)
+		}
+		for _, el := range strings.Split(p, "/") {
+			if len(el) > maxNameBytes {
+				return fmt.Errorf("file path %q has an element of %d bytes; at most %d", clip.String(p, 80), len(el), maxNameBytes)
+			}
+		}
+		clean := path.Clean(p)
+		if clean == "." {
+			return fmt.Errorf("file path %q names the work directory itself: %w", p, ErrPathEscape)
+		}
+		if strings.HasSuffix(p, "/") {
+			return fmt.Errorf("file path %q ends in \"/\": name a file, not a directory", p)
+		}
+		if seen[clean] {
+			return fmt.Errorf("file path %q given twice", p)
+		}
+		seen[clean] = true
+	}
+	return nil
+}
+
+// maxNameBytes is the longest file name element Linux file systems take
+// (NAME_MAX).
+const maxNameBytes = 255
+
+// ValidateEnv checks that every name is a shell variable name
+// ([A-Za-z_][A-Za-z0-9_]*) and no value holds a NUL byte.
+func ValidateEnv(env map[string]string) error {
+	for k, v := range env {
+		if !shell.ValidName(k) {
+			return fmt.Errorf("environment variable name %q: want %s", k, shell.NamePattern)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("environment variable %s: value contains a NUL byte", k)
+		}
+	}
+	return nil
+}
