@@ -26,6 +26,7 @@ func (r *runner) mcpSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer b.Close(context.WithoutCancel(ctx))
 	lib, err := goruntime.Open(ctx, b, goruntime.Options{})
 	if err != nil {
 		return err

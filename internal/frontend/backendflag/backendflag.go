@@ -39,6 +39,7 @@ type Flags struct {
 	AgentSandbox agentsandbox.Options
 
 	memoryMB int64
+	warmPool int
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -51,9 +52,14 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.memoryMB, "memory-mb", local.DefaultMemoryBytes>>20, "local: memory limit of each sandbox, MiB")
 	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, "local: limit on processes and threads alive at once in each sandbox")
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
+	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	f.AgentSandbox.RegisterFlags(fs)
 	return f
 }
+
+// maxWarmPool bounds --local-warm-pool: each pool sandbox is a few
+// processes and ~10 MiB kept running.
+const maxWarmPool = 64
 
 // New builds the backend the flags name. logger receives the backend's
 // logs. Errors name the bad flag; a backend that cannot run here gives an
@@ -70,8 +76,15 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 		if f.Local.CPUs < 0 {
 			return nil, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
 		}
+		if f.warmPool < 0 || f.warmPool > maxWarmPool {
+			return nil, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
+		}
 		opts := f.Local
 		opts.MemoryBytes = f.memoryMB << 20
+		opts.WarmPool = f.warmPool
+		if f.warmPool == 0 {
+			opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
+		}
 		opts.Logger = logger
 		b, err := local.New(opts)
 		if err != nil {
@@ -89,4 +102,15 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 	default:
 		return nil, fmt.Errorf("--backend=%q: want %q or %q", f.Backend, Local, AgentSandbox)
 	}
+}
+
+// Close ends what a backend keeps running between Opens (the local
+// backend's warm pool of started sandboxes), when it keeps anything;
+// sandboxes already opened are not touched. Front ends call it before
+// exiting.
+func Close(ctx context.Context, b goruntime.Backend) error {
+	if c, ok := b.(interface{ Close(context.Context) error }); ok {
+		return c.Close(ctx)
+	}
+	return nil
 }

@@ -28,10 +28,11 @@ type pool struct {
 	cfg     *Config
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	slots  map[string]*slot
-	open   int  // sandboxes currently open
-	closed bool // Close was called
+	mu      sync.Mutex
+	slots   map[string]*slot
+	open    int                          // sandboxes currently open
+	closed  bool                         // Close was called
+	opening map[*slot]goruntime.Progress // the latest progress of opens in flight
 }
 
 // slot is the state of one MCP session. Holding its turn serializes the
@@ -50,7 +51,7 @@ type slot struct {
 }
 
 func newPool(b goruntime.Backend, cfg *Config, log *slog.Logger) *pool {
-	return &pool{backend: b, cfg: cfg, log: log, slots: map[string]*slot{}}
+	return &pool{backend: b, cfg: cfg, log: log, slots: map[string]*slot{}, opening: map[*slot]goruntime.Progress{}}
 }
 
 // acquire takes the turn of the slot for key, creating the slot if needed.
@@ -114,6 +115,12 @@ func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 
 	octx, cancel := context.WithTimeout(ctx, p.cfg.OpenTimeout)
 	defer cancel()
+	octx = goruntime.WithProgress(octx, p.progressFunc(ctx, s))
+	defer func() {
+		p.mu.Lock()
+		delete(p.opening, s)
+		p.mu.Unlock()
+	}()
 	start := time.Now()
 	var (
 		sess *goruntime.Session
@@ -137,6 +144,43 @@ func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 		"mcp_session", s.key, "open_ms", time.Since(start).Milliseconds())
 	s.sess = sess
 	return sess, nil
+}
+
+// progressLogEvery is how often an open in progress is logged when its
+// step does not change.
+const progressLogEvery = 10 * time.Second
+
+// progressFunc is the progress function of the open of s's sandbox: it
+// logs the backend's reports (every new step, else every
+// progressLogEvery), records the latest for calls waiting on s
+// (openingMessage), and passes each on to ctx's own progress function
+// (the call's MCP progress notifications).
+func (p *pool) progressFunc(ctx context.Context, s *slot) func(goruntime.Progress) {
+	var logged goruntime.Progress
+	var loggedAt time.Time
+	return func(pr goruntime.Progress) {
+		if pr.Step != logged.Step || pr.Message != logged.Message || time.Since(loggedAt) >= progressLogEvery {
+			p.log.Info("opening sandbox", "backend", p.backend.Name(), "progress", pr.String())
+			logged, loggedAt = pr, time.Now()
+		}
+		p.mu.Lock()
+		p.opening[s] = pr
+		p.mu.Unlock()
+		goruntime.ReportProgress(ctx, pr)
+	}
+}
+
+// openingMessage returns the latest progress of the open in flight for
+// the slot of key, or "" when none runs.
+func (p *pool) openingMessage(key string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.slots[key]; s != nil {
+		if pr, ok := p.opening[s]; ok {
+			return pr.String()
+		}
+	}
+	return ""
 }
 
 // closeSession ends the slot's sandbox: Disconnect for the process-wide

@@ -53,6 +53,13 @@ type Config struct {
 	// Persistent leaves the sandbox running when the server exits, to be
 	// reattached with Claim. Stdio only.
 	Persistent bool
+	// OpenAtStart makes ServeStdio open the process's sandbox in the
+	// background as it starts serving, so the first tool call finds it
+	// ready instead of waiting for it. Meant for backends where an idle
+	// sandbox costs little (local: a claim from its warm pool); a call
+	// arriving while the open runs waits for it and gets its progress.
+	// Ignored with Claim, which attaches before serving.
+	OpenAtStart bool
 
 	// IdleTTL closes an HTTP session's sandbox after it has run no tool
 	// call for this long, and ends MCP sessions idle for this long; default
@@ -186,6 +193,8 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 		if err := s.attachClaim(ctx); err != nil {
 			return err
 		}
+	} else if s.cfg.OpenAtStart {
+		go s.openAtStart(ctx)
 	}
 	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
@@ -195,6 +204,19 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 		return errors.Join(fmt.Errorf("serve stdio: %w", err), cerr)
 	}
 	return cerr
+}
+
+// openAtStart opens the stdio session's sandbox ahead of the first call
+// (Config.OpenAtStart). A failure is logged; the first call tries again.
+func (s *Server) openAtStart(ctx context.Context) {
+	sl, err := s.pool.acquire(ctx, stdioKey, nil)
+	if err != nil {
+		return // shutting down already
+	}
+	defer s.pool.release(sl)
+	if _, err := s.pool.session(ctx, sl); err != nil && ctx.Err() == nil {
+		s.log.Warn("open the sandbox at startup; the first tool call will try again", "err", err)
+	}
 }
 
 // attachClaim attaches the stdio session's slot to the sandbox

@@ -206,7 +206,16 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, open bool, 
 			return done
 		}
 	}
+	var stopForward func()
+	if announce != nil {
+		// A call waiting behind an open (the one at startup, another
+		// call's) tells its client how far that open is.
+		stopForward = forwardOpening(func() string { return s.pool.openingMessage(key) }, announce)
+	}
 	sl, err := s.pool.acquire(ctx, key, watch)
+	if stopForward != nil {
+		stopForward()
+	}
 	if err != nil {
 		return err
 	}
@@ -216,6 +225,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, open bool, 
 	}
 	if sl.sess == nil && announce != nil {
 		announce("starting a " + s.cfg.Backend.Name() + " sandbox")
+		ctx = goruntime.WithProgress(ctx, func(p goruntime.Progress) { announce(p.String()) })
 	}
 	sess, err := s.pool.session(ctx, sl)
 	if err != nil {
@@ -607,6 +617,32 @@ func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, _ s
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }
+
+// forwardOpening passes message() to announce every openingPoll until the
+// returned stop is called, whenever it is not empty.
+func forwardOpening(message func() string, announce func(string)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(openingPoll)
+		defer t.Stop()
+		for {
+			if m := message(); m != "" {
+				announce(m)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// openingPoll is how often a call waiting behind an open picks up its
+// progress.
+const openingPoll = 250 * time.Millisecond
 
 // progress sends notifications/progress for one run_go_code call while its
 // command runs, when the client gave a progress token: every

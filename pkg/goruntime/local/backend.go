@@ -45,6 +45,8 @@ type Backend struct {
 	seedBuild *seedBuild // the build in flight, or nil
 
 	refilling atomic.Bool // a spare-cache filler runs
+
+	pool *warmPool // sandboxes started ahead for Open (pool.go)
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -98,6 +100,10 @@ func New(opts Options) (*Backend, error) {
 		return nil, unavailable("%v", err)
 	}
 	go b.prune(context.Background())
+	b.pool = newWarmPool(b, o.WarmPool)
+	if b.seedReady() {
+		b.pool.refill() // else the first Open or Prepare fills it
+	}
 	return b, nil
 }
 
@@ -192,7 +198,21 @@ func (b *Backend) StateDir() string { return b.opts.StateDir }
 // first.
 func (b *Backend) Prepare(ctx context.Context) error {
 	_, err := b.seed(ctx)
+	if err == nil {
+		b.pool.refill()
+	}
 	return err
+}
+
+// seedReady reports whether this machine has a complete seed build cache
+// for this Go installation, without building one.
+func (b *Backend) seedReady() bool {
+	key, err := seedKey(b.goroot)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(b.opts.StateDir, "seed", key, ".complete"))
+	return err == nil
 }
 
 // seedBuildTimeout bounds one seed build. It is not tied to any caller:
@@ -315,11 +335,12 @@ func (b *Backend) buildSeed(run *seedBuild) {
 	close(run.done)
 }
 
-// Open starts a new sandbox and returns once its runtime server answers.
-// Errors wrap goruntime.ErrUnavailable when the machine cannot run it
-// (cgroups not writable, bubblewrap failing).
+// Open returns a new sandbox whose runtime server answers: one claimed
+// from the warm pool (Options.WarmPool) when one is ready, else one it
+// starts. Errors wrap goruntime.ErrUnavailable when the machine cannot run
+// it (cgroups not writable, bubblewrap failing).
 func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
-	return b.open(ctx)
+	return b.openSandbox(ctx)
 }
 
 // Attach reconnects to a running sandbox by ID, from this or another

@@ -44,8 +44,12 @@ func TestMain(m *testing.M) {
 // testOptions are the options every test starts from. The state directory
 // is the default one (or $LOCAL_TEST_STATE_DIR), so the seed build cache
 // is built once per machine, not once per run.
+//
+// The warm pool is off (most tests make their own backend, and a pool of
+// started sandboxes per backend would only load the machine); the pool's
+// own tests turn it on.
 func testOptions() local.Options {
-	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), WarmPool: -1}
 }
 
 // newBackend returns a backend with the seed prepared. Missing bubblewrap
@@ -58,6 +62,11 @@ func newBackend(tb testing.TB, opts local.Options) *local.Backend {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	tb.Cleanup(func() {
+		if err := b.Close(context.Background()); err != nil {
+			tb.Errorf("close backend: %v", err)
+		}
+	})
 	if err := b.Prepare(ctx); err != nil {
 		tb.Fatalf("prepare seed build cache: %v", err)
 	}
@@ -112,6 +121,9 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+	if mode == "pool-wait" {
+		return poolHelper(ctx, opts)
+	}
 	b, err := local.New(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -66,6 +66,15 @@ type Options struct {
 	// no Timeout. Default 300 s.
 	ExecTimeout time.Duration
 
+	// WarmPool is how many sandboxes the backend keeps started ahead
+	// (runtime server answering, build cache linked), so that Open claims
+	// one in microseconds instead of starting one. They run under the same
+	// limits and isolation as any sandbox, die with this process, and are
+	// refilled in the background after each claim; when none is ready,
+	// Open starts its sandbox itself. Backend.Close ends them. Default
+	// DefaultWarmPool (0 means the default); negative disables the pool.
+	WarmPool int
+
 	// StartTimeout bounds how long Open waits for the runtime server to
 	// answer. Default 15 s.
 	StartTimeout time.Duration
@@ -82,6 +91,7 @@ const (
 	DefaultOutputBytes   = 8 << 20
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultStartTimeout  = 15 * time.Second
+	DefaultWarmPool      = 2
 
 	// MinMemoryBytes is the smallest MemoryBytes New accepts: the runtime
 	// server (~13 MB resident), the sandbox's shells and a command's first
@@ -134,6 +144,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.WarmPool == 0 {
+		o.WarmPool = DefaultWarmPool
 	}
 	if o.BwrapPath == "" {
 		o.BwrapPath = "bwrap"

@@ -1,0 +1,205 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// The warm pool: sandboxes started ahead of time, their runtime server
+// answering and their build cache linked, so that Open is a claim (a few
+// microseconds) rather than a start (tens of milliseconds). Pool sandboxes
+// are started by the ordinary start path (Backend.open), so they get every
+// isolation layer and limit any sandbox gets, and this process holds their
+// lifeline: they die with it like any other. The pool refills in the
+// background after each claim, one sandbox at a time; a start that fails
+// backs the filler off (poolRetryMin doubling up to poolRetryMax) and never
+// blocks Open, which then starts its sandbox itself. Backend.Close ends the
+// pool and the sandboxes in it.
+
+// Timing of the warm pool's filler.
+const (
+	poolRetryMin  = time.Second      // first wait after a failed start
+	poolRetryMax  = time.Minute      // longest wait between failed starts
+	poolStartTime = 2 * time.Minute  // bound on one pool start (seed wait included)
+	poolWarmTime  = 30 * time.Second // bound on a pool sandbox's warm-up command
+)
+
+// poolWarmup runs once in every pool sandbox before it is offered: the
+// server's first command and the go command's first start (loading the
+// binary, reading GOROOT and the build cache) then cost nothing to the
+// session that claims it.
+const poolWarmup = "go version >/dev/null"
+
+// warmPool holds the started sandboxes and fills itself.
+type warmPool struct {
+	b    *Backend
+	size int
+
+	mu       sync.Mutex
+	ready    []*Sandbox
+	filling  bool
+	closed   bool
+	failures int       // consecutive failed starts
+	retryAt  time.Time // no start before this after a failure
+	stop     context.CancelFunc
+	filler   sync.WaitGroup
+}
+
+func newWarmPool(b *Backend, size int) *warmPool {
+	return &warmPool{b: b, size: size}
+}
+
+// claim takes a live sandbox out of the pool, or returns nil. Sandboxes
+// found dead (a machine-wide kill, the OOM killer) are closed and skipped.
+func (p *warmPool) claim() *Sandbox {
+	for {
+		p.mu.Lock()
+		if len(p.ready) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		s := p.ready[0]
+		p.ready = p.ready[1:]
+		p.mu.Unlock()
+		if s.check() == nil && s.serverState() == "running" {
+			return s
+		}
+		go func() { _ = s.Close(context.Background()) }()
+	}
+}
+
+// refill starts the filler unless it runs, the pool is full or closed, or
+// a failed start asked it to wait.
+func (p *warmPool) refill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.size <= 0 || p.closed || p.filling || len(p.ready) >= p.size || time.Now().Before(p.retryAt) {
+		return
+	}
+	p.filling = true
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	p.filler.Add(1)
+	go func() {
+		defer p.filler.Done()
+		defer cancel()
+		p.fill(ctx)
+	}()
+}
+
+// fill starts sandboxes until the pool is full, it is closed, or a start
+// fails.
+func (p *warmPool) fill(ctx context.Context) {
+	defer func() {
+		p.mu.Lock()
+		p.filling = false
+		p.mu.Unlock()
+	}()
+	for {
+		p.mu.Lock()
+		full := p.closed || len(p.ready) >= p.size
+		p.mu.Unlock()
+		if full {
+			return
+		}
+		s, err := p.start(ctx)
+		p.mu.Lock()
+		if err != nil {
+			p.failures++
+			wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
+			p.retryAt = time.Now().Add(wait)
+			p.mu.Unlock()
+			if ctx.Err() == nil {
+				p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
+					"err", err, "retry_in", wait)
+			}
+			return
+		}
+		p.failures, p.retryAt = 0, time.Time{}
+		if p.closed {
+			p.mu.Unlock()
+			_ = s.Close(context.Background())
+			return
+		}
+		p.ready = append(p.ready, s)
+		p.mu.Unlock()
+	}
+}
+
+// start starts one sandbox by the ordinary path and warms it up.
+func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
+	sctx, cancel := context.WithTimeout(ctx, poolStartTime)
+	defer cancel()
+	s, err := p.b.open(sctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, wcancel := context.WithTimeout(ctx, poolWarmTime)
+	defer wcancel()
+	res, err := s.Exec(wctx, goruntime.ExecRequest{Command: poolWarmup, Timeout: poolWarmTime})
+	if err == nil && res.ExitCode != 0 {
+		err = errors.New("warm-up command exited " + res.Stderr)
+	}
+	if err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// ready reports how many started sandboxes wait in the pool.
+func (p *warmPool) readyCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+// close stops the filler and closes every sandbox in the pool. Later
+// claims find nothing and refills do nothing.
+func (p *warmPool) close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	if p.stop != nil {
+		p.stop()
+	}
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	p.filler.Wait()
+	var errs []error
+	for _, s := range ready {
+		errs = append(errs, s.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// openSandbox is Open: a claim from the warm pool when it has a sandbox
+// ready, else a start. Either way the pool refills in the background.
+func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
+	if s := b.pool.claim(); s != nil {
+		b.pool.refill()
+		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
+		return s, nil
+	}
+	s, err := b.open(ctx)
+	if err == nil {
+		b.pool.refill() // the seed is ready now: the pool can fill
+	}
+	return s, err
+}
+
+// WarmPoolReady reports how many started sandboxes wait in the warm pool
+// for Open to claim (at most Options.WarmPool).
+func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
+
+// Close ends the backend's warm pool: it stops refilling and closes the
+// sandboxes waiting in it, waiting for a start in flight until ctx is
+// done. Sandboxes Open returned are not touched (their owners close them);
+// Open keeps working after Close, starting each sandbox itself.
+func (b *Backend) Close(ctx context.Context) error {
+	return b.pool.close(ctx)
+}

@@ -1,0 +1,325 @@
+package local_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// poolOptions are testOptions with a warm pool of n sandboxes.
+func poolOptions(n int) local.Options {
+	o := testOptions()
+	o.WarmPool = n
+	return o
+}
+
+// waitPool waits until the backend's warm pool holds n sandboxes.
+func waitPool(tb testing.TB, b *local.Backend, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for b.WarmPoolReady() != n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("warm pool holds %d sandboxes after 3 minutes, want %d", b.WarmPoolReady(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sandboxPID reads the host pid of bubblewrap from a sandbox's state file.
+func sandboxPID(tb testing.TB, stateDir, id string) int {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, "sandboxes", id, "sandbox.json"))
+	if err != nil {
+		tb.Fatalf("sandbox %s state: %v", id, err)
+	}
+	var m struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.PID <= 0 {
+		tb.Fatalf("sandbox %s state: pid %d, %v", id, m.PID, err)
+	}
+	return m.PID
+}
+
+// parentOf returns pid's parent pid, or 0 when pid is gone. Sandboxes'
+// first process (bubblewrap) is a child of the process that started them,
+// which tells this test's sandboxes from those of other processes sharing
+// the state directory.
+func parentOf(pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// gone reports whether pid no longer runs (or is a zombie).
+func gone(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i >= 0 && strings.HasPrefix(strings.TrimSpace(string(data[i+1:])), "Z")
+}
+
+func waitGone(tb testing.TB, what string, pids []int) {
+	tb.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, pid := range pids {
+		for !gone(pid) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("%s: sandbox process %d still runs", what, pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// TestWarmPoolClaim: Open takes a started sandbox from the pool, which
+// refills; the claimed sandbox is an ordinary one.
+func TestWarmPoolClaim(t *testing.T) {
+	b := newBackend(t, poolOptions(2))
+	waitPool(t, b, 2)
+	before, _ := b.List()
+	s := openSession(t, b)
+	if !slices.Contains(before, s.ID()) {
+		t.Errorf("Open started sandbox %s instead of claiming one of the pool's %v", s.ID(), before)
+	}
+	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
+	waitPool(t, b, 2) // refilled in the background
+	s2 := openSession(t, b)
+	if s2.ID() == s.ID() {
+		t.Fatal("two Opens returned the same sandbox")
+	}
+}
+
+// TestWarmPoolBackendClose: Close of the backend ends the sandboxes
+// waiting in the pool (processes and directories) and the pool does not
+// refill; a sandbox already claimed keeps running and Open still works.
+func TestWarmPoolBackendClose(t *testing.T) {
+	ctx := context.Background()
+	seeded := newBackend(t, testOptions()) // the seed build cache is ready
+	before, _ := seeded.List()
+	b, err := local.New(poolOptions(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, b, 2)
+	claimed := openSession(t, b)
+	waitPool(t, b, 2)
+	// The pool's sandboxes: new in the state directory since New, started
+	// by this process, not the claimed one.
+	ids, _ := b.List()
+	var pool []string
+	var pids []int
+	for _, id := range ids {
+		if slices.Contains(before, id) || id == claimed.ID() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json")); err != nil {
+			continue // not started (yet), or not this process's
+		}
+		if pid := sandboxPID(t, b.StateDir(), id); parentOf(pid) == os.Getpid() {
+			pool = append(pool, id)
+			pids = append(pids, pid)
+		}
+	}
+	if len(pool) != 2 {
+		t.Fatalf("found %d new sandboxes besides the claimed one, want the pool's 2: %v", len(pool), pool)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := b.WarmPoolReady(); n != 0 {
+		t.Errorf("warm pool holds %d sandboxes after Close", n)
+	}
+	// Close ended every pool sandbox: processes gone, directories gone.
+	waitGone(t, "after Backend.Close", pids)
+	for _, id := range pool {
+		if _, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pool sandbox %s directory still there after Close: %v", id, err)
+		}
+		if _, err := b.Attach(ctx, id); !errors.Is(err, goruntime.ErrSandboxNotFound) {
+			t.Errorf("Attach to pool sandbox %s after Close: %v, want ErrSandboxNotFound", id, err)
+		}
+	}
+	mustOK(t, claimed, goruntime.Request{Command: "echo the claimed sandbox lives on"})
+	after := openSession(t, b) // started, not claimed
+	mustOK(t, after, goruntime.Request{Command: "true"})
+	time.Sleep(500 * time.Millisecond)
+	if n := b.WarmPoolReady(); n != 0 {
+		t.Errorf("the pool refilled after Close: %d sandboxes", n)
+	}
+}
+
+// heldSandboxes keeps the helper's claimed sandboxes reachable.
+var heldSandboxes []goruntime.Sandbox
+
+// poolHelper is the helper mode "pool-wait": a backend with a warm pool of
+// two, filled; it prints the pool sandboxes' IDs, one a line, then "ready",
+// and waits to be killed.
+func poolHelper(ctx context.Context, opts local.Options) int {
+	opts.WarmPool = 2
+	b, err := local.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := b.Prepare(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for b.WarmPoolReady() < 2 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Claim both and let the pool refill: the claimed ones are this
+	// process's too, and the pool holds two more.
+	for range 2 {
+		sb, err := b.Open(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// Referenced until the process dies: a dropped Sandbox's lifeline
+		// is closed by its finalizer, which ends the sandbox.
+		heldSandboxes = append(heldSandboxes, sb)
+	}
+	for b.WarmPoolReady() < 2 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ids, _ := b.List()
+	for _, id := range ids {
+		fmt.Println(id)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// TestWarmPoolDiesWithOwner: a process with a warm pool is SIGKILLed; the
+// sandboxes in its pool (and those it claimed) end with it, and the next
+// backend on the state directory removes what they left on disk.
+func TestWarmPoolDiesWithOwner(t *testing.T) {
+	b := newBackend(t, testOptions())
+	before, _ := b.List()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=pool-wait", "LOCAL_TEST_SERVER="+serverPath)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var ids, seen []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "ready" {
+		id := sc.Text()
+		if !slices.Contains(before, id) {
+			pid := 0
+			if _, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json")); err == nil {
+				pid = sandboxPID(t, b.StateDir(), id)
+			}
+			seen = append(seen, fmt.Sprintf("%s(pid %d, parent %d)", id, pid, parentOf(pid)))
+		}
+		if slices.Contains(before, id) {
+			continue
+		}
+		// Only started sandboxes have a state file (a directory without
+		// one is a start in flight); the helper started its own.
+		if _, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json")); err == nil &&
+			parentOf(sandboxPID(t, b.StateDir(), id)) == cmd.Process.Pid {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < 4 {
+		t.Fatalf("helper (pid %d) owns %d sandboxes (%v), want 4: two claimed, two waiting in its pool; new in the state directory: %v",
+			cmd.Process.Pid, len(ids), ids, seen)
+	}
+	var pids []int
+	for _, id := range ids {
+		pids = append(pids, sandboxPID(t, b.StateDir(), id))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitGone(t, "after the owner was killed", pids)
+	// A new backend prunes the dead sandboxes' directories.
+	b2, err := local.New(testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close(context.Background())
+	deadline := time.Now().Add(15 * time.Second)
+	for _, id := range ids {
+		for {
+			_, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id))
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s of the killed owner still on disk after New pruned", id)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// TestWarmPoolLimits: a sandbox claimed from the pool runs under the
+// backend's limits like any other: memory and process bombs are contained
+// and reported.
+func TestWarmPoolLimits(t *testing.T) {
+	opts := poolOptions(1)
+	opts.MemoryBytes = 384 << 20
+	opts.Processes = 64
+	b := newBackend(t, opts)
+	waitPool(t, b, 1)
+	before, _ := b.List()
+	s := openSession(t, b)
+	if !slices.Contains(before, s.ID()) {
+		t.Fatalf("Open started sandbox %s instead of claiming the pool's", s.ID())
+	}
+	res := run(t, s, goruntime.Request{Command: "tail /dev/zero", Timeout: time.Minute})
+	if res.Outcome != goruntime.OutcomeMemoryLimit {
+		t.Errorf("memory bomb in a pool sandbox: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
+	}
+	// The pool refilled: a second claimed sandbox for the fork bomb.
+	waitPool(t, b, 1)
+	before, _ = b.List()
+	s2 := openSession(t, b)
+	if !slices.Contains(before, s2.ID()) {
+		t.Fatalf("Open started sandbox %s instead of claiming the pool's", s2.ID())
+	}
+	res = run(t, s2, goruntime.Request{Command: "bomb() { bomb | bomb & }; bomb; sleep 3", Timeout: 20 * time.Second})
+	if res.Outcome != goruntime.OutcomeProcessLimit {
+		t.Errorf("fork bomb in a pool sandbox: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeProcessLimit)
+	}
+	mustOK(t, s2, goruntime.Request{Command: "echo after the bomb"})
+	res = mustOK(t, s, goruntime.Request{Command: "echo $GOMEMLIMIT $GOMAXPROCS"})
+	if want := strconv.FormatInt(opts.MemoryBytes/10*9, 10); !strings.HasPrefix(res.Stdout, want+" ") {
+		t.Errorf("GOMEMLIMIT in a pool sandbox: %q, want %s", res.Stdout, want)
+	}
+}
