@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
@@ -77,7 +79,14 @@ func (r *reaper) enable() error {
 	return nil
 }
 
-// run reaps on every SIGCHLD (and every reapInterval) until ctx is done.
+// reapDelay is how long a SIGCHLD waits before the reaping pass it
+// triggers. Most SIGCHLDs are for commands os/exec is about to Wait for;
+// by then it has, the pass finds no zombie with one waitid call, and it
+// never holds up the request that ran the command (a pass blocks starts).
+const reapDelay = 50 * time.Millisecond
+
+// run reaps after every SIGCHLD (by reapDelay; SIGCHLDs in between are
+// one pass) and every reapInterval, until ctx is done.
 func (r *reaper) run(ctx context.Context) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
@@ -89,10 +98,37 @@ func (r *reaper) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-sig:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(reapDelay):
+			}
+			select { // the SIGCHLDs of the delay belong to this pass
+			case <-sig:
+			default:
+			}
 		case <-tick.C:
 		}
-		r.reapOnce()
+		if r.zombie() {
+			r.reapOnce()
+		}
 	}
+}
+
+// zombie reports whether any child of this process has exited and waits
+// to be reaped (waitid with WNOWAIT leaves it in place), or when that
+// cannot be told. Then reapOnce does the full pass.
+func (r *reaper) zombie() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	switch {
+	case errors.Is(err, unix.ECHILD):
+		return false // no children at all
+	case err != nil:
+		return true
+	}
+	// Linux writes si_signo: SIGCHLD for a waiting child, 0 for none.
+	return info.Signo != 0
 }
 
 // reapOnce waits for every untracked child that has exited and returns
