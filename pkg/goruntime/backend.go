@@ -3,6 +3,7 @@ package goruntime
 import (
 	"context"
 	"io"
+	"syscall"
 	"time"
 )
 
@@ -88,7 +89,28 @@ type ExecRequest struct {
 	// process group is killed and ExecResult.TimedOut is set. Zero means the
 	// sandbox's default (SANDBOX_EXEC_TIMEOUT_SECONDS, 300 s).
 	Timeout time.Duration
+	// Dir is the working directory, a path relative to /app ("" means
+	// /app). It is passed as data, never through the shell; a path that
+	// leaves /app or does not exist makes the command fail to start (an
+	// error wrapping ErrPathEscape or ErrNotExist).
+	Dir string
+	// Stdin, when not nil, is copied to the command's standard input, which
+	// is closed at EOF; nil gives the command an empty input. Only a
+	// backend that speaks the sandboxd process API feeds it (the
+	// agent-sandbox backend outside Gateway mode, the local backend's
+	// ExecStream); the others refuse a request that sets it.
+	Stdin io.Reader
+	// Signals, when not nil, carries signals for the running command:
+	// each one received is sent to the command's process group while it
+	// runs. SIGINT, SIGTERM and SIGKILL are supported; others are refused
+	// when received (the command keeps running). Like Stdin it needs the
+	// process API.
+	Signals <-chan syscall.Signal
 }
+
+// NeedsProcessAPI reports whether r uses a field only the sandboxd process
+// API can carry (Stdin, Signals), so backends without it can refuse it.
+func (r ExecRequest) NeedsProcessAPI() bool { return r.Stdin != nil || r.Signals != nil }
 
 // ExecResult is what the runtime server reported for one command.
 type ExecResult struct {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
@@ -76,11 +75,12 @@ func Exec(ctx context.Context, client processv1.ProcessServiceClient, req gorunt
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	cfg, err := processConfig(req)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	stream, err := client.Start(ctx, &processv1.StartRequest{Config: &processv1.ProcessConfig{
-		Command: []string{"/bin/sh", "-c", req.Command},
-		EnvVars: req.Env,
-	}})
+	stream, err := client.Start(ctx, &processv1.StartRequest{Config: cfg})
 	if err != nil {
 		return nil, rpcError("start", err)
 	}
@@ -92,13 +92,17 @@ func Exec(ctx context.Context, client processv1.ProcessServiceClient, req gorunt
 		return nil, fmt.Errorf("sandboxd start: first event is %T, want an init event", first.GetEvent())
 	}
 	pid := first.GetInit().GetProcessId()
-	// Nothing feeds stdin: close it so commands that read it see EOF. The
-	// process may already be gone (NotFound), which is fine.
-	if _, err := client.WriteStdin(ctx, &processv1.WriteStdinRequest{
-		ProcessId: pid,
-		Payload:   &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}},
-	}); err != nil && status.Code(err) != codes.NotFound {
-		return nil, rpcError("close stdin", err)
+	if req.Stdin == nil {
+		// Nothing feeds stdin: close it so commands that read it see EOF.
+		// The process may already be gone (NotFound), which is fine.
+		if err := closeStdin(ctx, client, pid); err != nil {
+			return nil, err
+		}
+	} else {
+		go feedStdin(ctx, client, pid, req.Stdin)
+	}
+	if req.Signals != nil {
+		go forwardSignals(ctx, client, pid, req.Signals)
 	}
 
 	var timedOut atomic.Bool

@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +57,8 @@ import (
 )
 
 // execGrace is how much longer than a command's timeout an Exec call waits
-// for the router's answer (the kill grace plus time to send the output).
-const execGrace = killGrace + 10*time.Second
+// for its answer (the kill and time to send the output).
+const execGrace = 15 * time.Second
 
 // Backend provisions sandboxes from an agent-sandbox warm pool. It is safe
 // for concurrent use.
@@ -65,6 +66,8 @@ type Backend struct {
 	opts   Options
 	k8s    *sandbox.K8sHelper
 	client *sandbox.Client
+
+	renewEvery time.Duration // claim renewal period, ClaimTTL/3
 
 	mu   sync.Mutex
 	held map[string]*Sandbox // claim name -> sandbox still open through this backend
@@ -106,7 +109,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	for k, v := range opts.Labels {
 		labels[k] = v
 	}
-	helper.ExtensionsClient = claimsClient{ExtensionsV1beta1Interface: k8s.ExtensionsClient, labels: labels}
+	helper.ExtensionsClient = claimsClient{ExtensionsV1beta1Interface: k8s.ExtensionsClient, labels: labels, ttl: opts.ClaimTTL}
 	if helper.Log.GetSink() == nil {
 		helper.Log = log
 	}
@@ -114,7 +117,21 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	// A command may run for MaxExecTimeout; the SDK must not give up on
 	// the HTTP exchange before it ends.
 	requestTimeout := opts.MaxExecTimeout + execGrace
+	transport := opts.HTTPTransport
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	var connectivity sandbox.Connectivity
+	if opts.APIURL == "" && opts.GatewayName == "" {
+		switch opts.Connectivity {
+		case ConnectivityInClusterPodIP:
+			connectivity = sandbox.ConnectivityInClusterPodIP
+		case ConnectivityInClusterService:
+			connectivity = sandbox.ConnectivityInClusterService
+		}
+	}
 	client, err := sandbox.NewClient(ctx, sandbox.Options{
+		Connectivity:        connectivity,
 		Namespace:           opts.Namespace,
 		APIURL:              opts.APIURL,
 		GatewayName:         opts.GatewayName,
@@ -123,7 +140,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		GatewayReadyTimeout: opts.ReadyTimeout,
 		RequestTimeout:      requestTimeout,
 		PerAttemptTimeout:   requestTimeout,
-		HTTPTransport:       opts.HTTPTransport,
+		HTTPTransport:       legacyTransport{next: transport},
 		K8sHelper:           &helper,
 		Logger:              log,
 		TraceServiceName:    "go-runtime-sandbox",
@@ -131,7 +148,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent-sandbox client: %w", err)
 	}
-	return &Backend{opts: opts, k8s: &helper, client: client, held: map[string]*Sandbox{}}, nil
+	return &Backend{opts: opts, k8s: &helper, client: client, held: map[string]*Sandbox{}, renewEvery: opts.ClaimTTL / 3}, nil
 }
 
 // Name returns "agent-sandbox".
@@ -179,6 +196,13 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 		}
 		return nil, fmt.Errorf("get claim %s/%s (is the cluster reachable?): %w: %w", ns, id, goruntime.ErrUnavailable, err)
 	}
+	if b.opts.ClaimTTL > 0 {
+		// Push the shutdown time out before anything else, so a claim
+		// close to expiry is not deleted while we attach.
+		if err := b.renewClaim(ctx, id); err != nil {
+			return nil, fmt.Errorf("attach to claim %s: %w", id, err)
+		}
+	}
 	sb, err := b.client.GetSandbox(ctx, id, ns)
 	if err != nil {
 		switch {
@@ -214,6 +238,12 @@ func (b *Backend) CloseAll(ctx context.Context) error {
 
 func (b *Backend) hold(sb *sandbox.Sandbox) *Sandbox {
 	s := &Sandbox{b: b, sb: sb, id: sb.ClaimName()}
+	if b.opts.Connectivity != ConnectivityRouter {
+		s.proc = &procAPI{s: s}
+	}
+	if b.opts.ClaimTTL > 0 {
+		s.stopRenew = b.keepAlive(s.id)
+	}
 	b.mu.Lock()
 	b.held[s.id] = s
 	b.mu.Unlock()

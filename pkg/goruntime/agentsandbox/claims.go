@@ -3,6 +3,7 @@ package agentsandbox
 import (
 	"context"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/typed/api/v1beta1"
@@ -20,20 +21,29 @@ import (
 type claimsClient struct {
 	extclient.ExtensionsV1beta1Interface
 	labels map[string]string // never mutated after New
+	ttl    time.Duration     // Options.ClaimTTL
 }
 
 func (c claimsClient) SandboxClaims(namespace string) extclient.SandboxClaimInterface {
-	return labeledClaims{SandboxClaimInterface: c.ExtensionsV1beta1Interface.SandboxClaims(namespace), labels: c.labels}
+	return labeledClaims{SandboxClaimInterface: c.ExtensionsV1beta1Interface.SandboxClaims(namespace), labels: c.labels, ttl: c.ttl}
 }
 
 type labeledClaims struct {
 	extclient.SandboxClaimInterface
 	labels map[string]string
+	ttl    time.Duration
 }
 
-// Create adds the labels (the SDK's own keys win) and records the name.
+// Create adds the labels (the SDK's own keys win) and, with a TTL, the
+// claim's shutdown time, and records the name.
 func (l labeledClaims) Create(ctx context.Context, claim *extv1beta1.SandboxClaim, opts metav1.CreateOptions) (*extv1beta1.SandboxClaim, error) {
 	claim = claim.DeepCopy()
+	if l.ttl > 0 {
+		claim.Spec.Lifecycle = &extv1beta1.Lifecycle{
+			ShutdownTime:   &metav1.Time{Time: time.Now().Add(l.ttl).Truncate(time.Second)},
+			ShutdownPolicy: extv1beta1.ShutdownPolicyDelete,
+		}
+	}
 	if claim.Labels == nil {
 		claim.Labels = map[string]string{}
 	}

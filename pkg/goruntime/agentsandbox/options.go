@@ -35,9 +35,39 @@ const (
 	// ManagedByValue is ManagedByLabel's value.
 	ManagedByValue = "go-runtime-sandbox"
 
+	// DefaultProcessGRPCPort and DefaultProcessRESTPort are where our
+	// runtime image serves the sandboxd API (manifests/base).
+	DefaultProcessGRPCPort = 9090
+	DefaultProcessRESTPort = 9091
+
 	// routerService is the Service the SDK port-forwards to; its name is
 	// fixed by agent-sandbox.
 	routerService = "sandbox-router-svc"
+
+	// portForwardTimeout bounds opening a port-forward to a sandbox pod.
+	portForwardTimeout = 30 * time.Second
+	// minClaimTTL is the shortest Options.ClaimTTL accepted: renewal runs
+	// every third of it and must not hammer the API server.
+	minClaimTTL = 30 * time.Second
+)
+
+// Connectivity values: how commands reach the sandbox pod's process API
+// (and, in the in-cluster modes, how the SDK reaches its runtime).
+const (
+	// ConnectivityPortForward (the default) port-forwards to the sandbox
+	// pod through the API server, as the SDK does: works wherever a
+	// kubeconfig does; needs create on pods/portforward.
+	ConnectivityPortForward = "port-forward"
+	// ConnectivityInClusterPodIP dials the pod IP: for callers on the pod
+	// network. File calls then also go straight to the pod, not the router.
+	ConnectivityInClusterPodIP = "in-cluster-pod-ip"
+	// ConnectivityInClusterService dials the Sandbox's headless Service
+	// (spec.service: true on the template).
+	ConnectivityInClusterService = "in-cluster-service"
+	// ConnectivityRouter runs commands over the legacy contract through the
+	// sandbox-router (no streaming, stdin or signals); Gateway mode always
+	// does.
+	ConnectivityRouter = "router"
 )
 
 // Options configure the agent-sandbox backend. The zero value claims from
@@ -66,6 +96,26 @@ type Options struct {
 	GatewayName string
 	// GatewayNamespace is the Gateway's namespace; default "default".
 	GatewayNamespace string
+
+	// Connectivity says how commands reach the pod's sandboxd process API
+	// (ConnectivityPortForward, the default; ConnectivityInClusterPodIP;
+	// ConnectivityInClusterService; ConnectivityRouter). Gateway mode
+	// allows only ConnectivityRouter. Without APIURL and GatewayName, the
+	// in-cluster values also send file calls straight to the pod.
+	Connectivity string
+	// ProcessGRPCPort and ProcessRESTPort are the pod ports of the sandboxd
+	// gRPC ProcessService and REST API; defaults DefaultProcessGRPCPort and
+	// DefaultProcessRESTPort.
+	ProcessGRPCPort, ProcessRESTPort int
+
+	// ClaimTTL, when positive, makes every claim expire: its
+	// spec.lifecycle.shutdownTime is set to now+ClaimTTL (shutdownPolicy
+	// Delete) and pushed forward every ClaimTTL/3 while the sandbox is open
+	// in this process, so an open sandbox never expires and one whose
+	// process died (or that was Disconnected and not reattached) is
+	// deleted by the controller about ClaimTTL later. Zero: claims live
+	// until Close. At least 30 s.
+	ClaimTTL time.Duration
 
 	// Kubeconfig is a kubeconfig file path. Empty means in-cluster config,
 	// then $KUBECONFIG or ~/.kube/config. Ignored when RestConfig or
@@ -124,6 +174,21 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 		o.Labels[k] = v
 		return nil
 	})
+	fs.Func("labels", "agent-sandbox: comma-separated key=value labels for every claim (adds to --label)", func(s string) error {
+		for _, kv := range strings.Split(s, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok {
+				return fmt.Errorf("want key=value[,key=value...], got %q", kv)
+			}
+			if o.Labels == nil {
+				o.Labels = map[string]string{}
+			}
+			o.Labels[k] = v
+		}
+		return nil
+	})
+	fs.DurationVar(&o.ClaimTTL, "claim-ttl", o.ClaimTTL, "agent-sandbox: claims expire this long after this process stops renewing them (it dies or disconnects); 0: never (default)")
+	fs.StringVar(&o.Connectivity, "connectivity", o.Connectivity, "agent-sandbox: how commands reach the sandbox pod: port-forward (default), in-cluster-pod-ip, in-cluster-service, or router (legacy contract, no streaming)")
 	fs.StringVar(&o.APIURL, "api-url", o.APIURL, "agent-sandbox: sandbox-router URL (direct mode; skips port-forward)")
 	fs.StringVar(&o.GatewayName, "gateway-name", o.GatewayName, "agent-sandbox: Gateway in front of the router (gateway mode)")
 	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "agent-sandbox: namespace of --gateway-name (default \"default\")")
@@ -164,6 +229,18 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Connectivity == "" {
+		o.Connectivity = ConnectivityPortForward
+		if o.GatewayName != "" && o.APIURL == "" {
+			o.Connectivity = ConnectivityRouter
+		}
+	}
+	if o.ProcessGRPCPort == 0 {
+		o.ProcessGRPCPort = DefaultProcessGRPCPort
+	}
+	if o.ProcessRESTPort == 0 {
+		o.ProcessRESTPort = DefaultProcessRESTPort
+	}
 	o.Labels = maps.Clone(o.Labels)
 	return o
 }
@@ -189,6 +266,23 @@ func (o Options) validate() error {
 	}
 	if o.ReadyTimeout < 0 {
 		return fmt.Errorf("ready timeout %s is negative", o.ReadyTimeout)
+	}
+	switch o.Connectivity {
+	case ConnectivityPortForward, ConnectivityInClusterPodIP, ConnectivityInClusterService, ConnectivityRouter:
+	default:
+		return fmt.Errorf("connectivity %q: want %s, %s, %s or %s", o.Connectivity,
+			ConnectivityPortForward, ConnectivityInClusterPodIP, ConnectivityInClusterService, ConnectivityRouter)
+	}
+	if o.Mode() == "gateway" && o.Connectivity != ConnectivityRouter {
+		return fmt.Errorf("connectivity %q with a Gateway: Gateway mode reaches sandboxes only through the router (use connectivity %s)", o.Connectivity, ConnectivityRouter)
+	}
+	for _, p := range []int{o.ProcessGRPCPort, o.ProcessRESTPort} {
+		if p <= 0 || p > 65535 {
+			return fmt.Errorf("process API port %d: want 1-65535", p)
+		}
+	}
+	if o.ClaimTTL < 0 || (o.ClaimTTL > 0 && o.ClaimTTL < minClaimTTL) {
+		return fmt.Errorf("claim TTL %s: want 0 (never expire) or at least %s", o.ClaimTTL, minClaimTTL)
 	}
 	if o.MaxExecTimeout < 0 {
 		return fmt.Errorf("max exec timeout %s is negative", o.MaxExecTimeout)

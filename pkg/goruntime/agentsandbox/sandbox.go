@@ -8,12 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -23,9 +21,11 @@ const maxUpload = 256 << 20
 
 // Sandbox is one claimed sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
-	b  *Backend
-	sb *sandbox.Sandbox
-	id string
+	b         *Backend
+	sb        *sandbox.Sandbox
+	id        string
+	proc      *procAPI // nil when commands go through the router
+	stopRenew func()   // stops the claim TTL renewal; nil without a TTL
 
 	mu   sync.Mutex
 	done bool // closed or disconnected
@@ -46,46 +46,6 @@ func (s *Sandbox) check() error {
 		return fmt.Errorf("sandbox %s: %w", s.id, goruntime.ErrClosed)
 	}
 	return nil
-}
-
-// Exec runs req.Command with /bin/sh -c in /app. Env and Timeout are
-// applied by wrapping the command (see wrapCommand): a command killed by
-// its Timeout reports ExitCode 124 and TimedOut. req.Timeout over
-// Options.MaxExecTimeout, bad Env names and NUL bytes are refused before
-// anything is sent. The call's context deadline becomes Timeout plus a
-// grace (or the caller's, if sooner).
-func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	if limit := s.b.opts.MaxExecTimeout; req.Timeout > limit {
-		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout, --max-exec-timeout)", req.Timeout, limit)
-	}
-	cmd, err := wrapCommand(req.Command, req.Env, req.Timeout)
-	if err != nil {
-		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
-	}
-	var opts []sandbox.CallOption
-	if req.Timeout > 0 {
-		opts = append(opts, sandbox.WithTimeout(req.Timeout+execGrace))
-	}
-	start := time.Now()
-	res, err := s.sb.Run(ctx, cmd, opts...)
-	if err != nil {
-		return nil, s.explain("exec", err)
-	}
-	out := &goruntime.ExecResult{
-		Stdout:   res.Stdout,
-		Stderr:   res.Stderr,
-		ExitCode: res.ExitCode,
-		Duration: time.Since(start),
-	}
-	if req.Timeout > 0 {
-		if hit, stderr := timedOut(res.ExitCode, res.Stderr); hit {
-			out.TimedOut, out.ExitCode, out.Stderr = true, wire.ExitTimedOut, stderr
-		}
-	}
-	return out, nil
 }
 
 // WriteFile uploads r as /app/name. name must be a plain file name (no
@@ -189,6 +149,12 @@ func (s *Sandbox) finish() bool {
 	}
 	s.done = true
 	s.b.release(s.id)
+	if s.stopRenew != nil {
+		s.stopRenew()
+	}
+	if s.proc != nil {
+		s.proc.close()
+	}
 	return true
 }
 

@@ -436,6 +436,9 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if req.NeedsProcessAPI() || (req.Dir != "" && req.Dir != ".") {
+		return nil, fmt.Errorf("execute in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", s.meta.ID)
+	}
 	before := s.meta.Cgroup.counters()
 	var resp *wire.ExecuteResponse
 	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {

@@ -1,0 +1,164 @@
+package agentsandbox
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// These tests run commands through the backend against a real runtime
+// server: the sandboxd process API (internal/sandboxd, as cmd/sandbox-server
+// serves it in every pod) on loopback, reached as the pod IP.
+
+func openProcessSandbox(t *testing.T) (*Sandbox, *router) {
+	t.Helper()
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	r := newRouter(t)
+	b := newBackend(t, c, r, func(o *Options) { o.MaxExecTimeout = time.Minute })
+	sb, err := b.Open(t.Context())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return sb.(*Sandbox), r
+}
+
+func TestExecProcessAPIWorkingDir(t *testing.T) {
+	sb, _ := openProcessSandbox(t)
+	ctx := t.Context()
+	if res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "mkdir -p 'sub dir/deeper'"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("mkdir: %+v %v", res, err)
+	}
+	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "pwd", Dir: "sub dir/deeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(res.Stdout, "/sub dir/deeper\n") {
+		t.Fatalf("pwd in Dir %q = %q", "sub dir/deeper", res.Stdout)
+	}
+	for dir, want := range map[string]error{"../outside": goruntime.ErrPathEscape, "/etc": goruntime.ErrPathEscape, "missing": goruntime.ErrNotExist} {
+		if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "pwd", Dir: dir}); !errors.Is(err, want) {
+			t.Errorf("Dir %q: err = %v, want %v", dir, err, want)
+		}
+	}
+}
+
+func TestExecProcessAPILongCommand(t *testing.T) {
+	sb, _ := openProcessSandbox(t)
+	// 300 KiB: over Linux's 128 KiB limit on one argument.
+	var b strings.Builder
+	b.WriteString("n=0\n")
+	for b.Len() < 300<<10 {
+		b.WriteString("n=$((n+1)) # padding padding padding padding padding padding\n")
+	}
+	b.WriteString(`echo "lines $n"; env | grep -c GORUNTIME_CMD_PART_ || true`)
+	cmd := b.String()
+	res, err := sb.Exec(t.Context(), goruntime.ExecRequest{Command: cmd, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec of a %d-byte command: %v", len(cmd), err)
+	}
+	want := strings.Count(cmd, "n=$((n+1))")
+	if got := res.Stdout; got != "lines "+strconv.Itoa(want)+"\n0\n" || res.ExitCode != 0 {
+		t.Fatalf("Exec of a %d-byte command = %+v, want lines %d and no leftover pieces", len(cmd), res, want)
+	}
+	huge := strings.Repeat("#", 2<<20)
+	if _, err := sb.Exec(t.Context(), goruntime.ExecRequest{Command: huge}); !errors.Is(err, goruntime.ErrTooLarge) {
+		t.Fatalf("Exec of a 2 MiB command: err = %v, want ErrTooLarge", err)
+	}
+}
+
+func TestExecProcessAPIStdinAndSignals(t *testing.T) {
+	sb, _ := openProcessSandbox(t)
+	ctx := t.Context()
+	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "tr a-z A-Z", Stdin: strings.NewReader("hello\nworld\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "HELLO\nWORLD\n" {
+		t.Fatalf("stdin through tr = %q", res.Stdout)
+	}
+	for _, tc := range []struct {
+		sig      syscall.Signal
+		command  string
+		wantCode int
+		wantOut  string
+	}{
+		// A trapping shell sees SIGINT and says so.
+		{syscall.SIGINT, `trap 'echo got INT; exit 7' INT; echo ready; while :; do sleep 0.1; done`, 7, "ready\ngot INT\n"},
+		{syscall.SIGTERM, `echo ready; exec sleep 30`, 128 + 15, "ready\n"},
+		{syscall.SIGKILL, `trap '' TERM INT; echo ready; exec sleep 30`, 128 + 9, "ready\n"},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			sigs := make(chan syscall.Signal, 1)
+			start := time.Now()
+			res, err := sb.ExecStream(ctx, goruntime.ExecRequest{Command: tc.command, Signals: sigs, Timeout: 20 * time.Second},
+				func(c goruntime.Chunk) {
+					if bytes.Contains(c.Data, []byte("ready")) {
+						sigs <- tc.sig
+					}
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != tc.wantCode || res.Stdout != tc.wantOut || res.TimedOut {
+				t.Fatalf("after %s: %+v, want exit %d, stdout %q", tc.sig, res, tc.wantCode, tc.wantOut)
+			}
+			if el := time.Since(start); el > 10*time.Second {
+				t.Fatalf("the command ran %s after %s", el, tc.sig)
+			}
+		})
+	}
+}
+
+func TestExecProcessAPIStreamsFirstChunkEarly(t *testing.T) {
+	sb, _ := openProcessSandbox(t)
+	start := time.Now()
+	var first time.Duration
+	var got strings.Builder
+	res, err := sb.ExecStream(t.Context(), goruntime.ExecRequest{Command: "echo one; sleep 1; echo two"}, func(c goruntime.Chunk) {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		got.Write(c.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := time.Since(start)
+	if got.String() != "one\ntwo\n" || res.Stdout != "one\ntwo\n" {
+		t.Fatalf("streamed %q, result %q", got.String(), res.Stdout)
+	}
+	if first <= 0 || total-first < 500*time.Millisecond {
+		t.Fatalf("first chunk at %s of %s: not before the command's sleep", first, total)
+	}
+}
+
+func TestExecRouterRefusesProcessAPIFields(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	r := newRouter(t)
+	b := newBackend(t, c, r, func(o *Options) { o.Connectivity = ConnectivityRouter })
+	sb, err := b.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]goruntime.ExecRequest{
+		"stdin":   {Command: "cat", Stdin: strings.NewReader("x")},
+		"signals": {Command: "true", Signals: make(chan syscall.Signal)},
+		"dir":     {Command: "pwd", Dir: "sub"},
+	} {
+		if _, err := sb.Exec(t.Context(), req); err == nil || !strings.Contains(err.Error(), "process API") {
+			t.Errorf("%s through the router: err = %v, want a refusal naming the process API", name, err)
+		}
+	}
+	// A 300 KiB command goes through the legacy contract too.
+	cmd := "echo ok #" + strings.Repeat("x", 300<<10)
+	res, err := sb.Exec(t.Context(), goruntime.ExecRequest{Command: cmd})
+	if err != nil || res.Stdout != "ok\n" {
+		t.Fatalf("300 KiB command through the router: %+v, %v", res, err)
+	}
+}
