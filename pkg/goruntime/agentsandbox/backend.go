@@ -30,11 +30,22 @@
 //
 // # Commands
 //
-// The SDK sends only the command line, so ExecRequest.Env and
-// ExecRequest.Timeout are applied by wrapping the command in the shell
-// (export of quoted variables, then GNU coreutils `timeout`); see
-// wrapCommand. The call's context deadline is set to Timeout plus a grace,
-// and the SDK forwards it to the router as X-Sandbox-Timeout.
+// Commands go to the sandboxd process API our runtime image serves in every
+// pod (gRPC ProcessService on :9090, REST on :9091), reached per
+// Options.Connectivity: a client-go port-forward to the pod (the default,
+// as the SDK's own sandboxd runtime does), the pod IP, or the Sandbox's
+// headless Service. Env, working directory and timeout travel as data;
+// output streams as it is produced (ExecStream); ExecRequest.Stdin and
+// ExecRequest.Signals reach the command. With ConnectivityRouter (always
+// in Gateway mode) commands use the legacy contract through the router,
+// with our server's additive timeout_seconds and env fields.
+//
+// # Claim lifetime
+//
+// Every claim carries ManagedByLabel and Options.Labels; ListClaims lists a
+// namespace's claims by label selector. With Options.ClaimTTL a claim gets
+// spec.lifecycle.shutdownTime, renewed while the sandbox is open here, so a
+// claim whose process died is deleted by the controller after the TTL.
 package agentsandbox
 
 import (
