@@ -1,10 +1,3 @@
-// Package local is the local backend of goruntime: each sandbox is a
-// private directory tree on this machine plus the runtime server running
-// inside bubblewrap (user, pid, net, ipc and uts namespaces; no network by
-// default; only Go, the system's /usr and the module cache bound
-// read-only), with per-sandbox cgroup limits on memory, tasks and CPU and
-// an RLIMIT_FSIZE cap on file size. docs/local-backend.md describes the
-// isolation, the limits and the seed build cache.
 package local
 
 import (
@@ -272,7 +265,7 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 		run = &seedBuild{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{}),
 			last: goruntime.Progress{Stage: seedStage, Message: "starting (once per machine and Go installation)"}}
 		b.seedBuild = run
-		go b.buildSeed(run)
+		go b.runSeedBuild(run)
 	}
 	b.seedMu.Unlock()
 	if err := run.wait(ctx); err != nil {
@@ -318,7 +311,7 @@ func (r *seedBuild) wait(ctx context.Context) error {
 	}
 }
 
-func (b *Backend) buildSeed(run *seedBuild) {
+func (b *Backend) runSeedBuild(run *seedBuild) {
 	ctx, cancel := context.WithTimeout(context.Background(), seedBuildTimeout)
 	defer cancel()
 	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv(), run.report)

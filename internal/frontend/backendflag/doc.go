@@ -1,0 +1,12 @@
+// Package backendflag gives front ends (cmd/mcp-server, cmd/demo, the
+// smoke commands) one spelling of the flags that choose and configure a
+// goruntime backend: --backend=local|agent-sandbox, the local backend's
+// flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus)
+// and the agent-sandbox backend's connection flags
+// (agentsandbox.Options.RegisterFlags: --warm-pool, --namespace,
+// --api-url, --kubeconfig, ...).
+//
+// Mains that may use the local backend must call local.ServeIfChild first
+// thing: the local backend re-executes the running binary as the runtime
+// server inside bubblewrap when no sandbox-server binary is next to it.
+package backendflag

@@ -1,0 +1,12 @@
+// Package processapi serves the sandboxd hybrid API of KEP-539.2 (the API
+// newer agent-sandbox SDKs speak) next to our legacy runtime contract:
+// gRPC ProcessService (Start streaming, Execute, WriteStdin, SendSignal,
+// ResizeTTY) and REST /v1/files/{path}, /v1/health, /v1/metadata.
+//
+// The protocol and most handlers are upstream's
+// (sigs.k8s.io/agent-sandbox/packages/sandboxd): this package chooses the
+// listeners, runs the lifecycle, and wraps upstream's ProcessServer to kill
+// a command's whole process group when its client goes away and to report
+// signal deaths as 128+N. docs/sandboxd.md lists every difference from
+// upstream's standalone daemon.
+package processapi

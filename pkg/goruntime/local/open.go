@@ -1,0 +1,223 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
+	seed, err := b.seed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	l := layout{dir: filepath.Join(b.sandboxes, id)}
+	defer func() {
+		if err != nil {
+			_ = removeTree(l.dir)
+		}
+	}()
+	for _, d := range []string{l.app(), filepath.Dir(l.gocache()), l.tmp(), l.run(), l.etc()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	if err := writeEtc(l); err != nil {
+		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
+	}
+	if !b.claimSpare(seed, l.gocache()) {
+		if err := populateCache(seed, l.gocache()); err != nil {
+			return nil, err
+		}
+	}
+	defer b.refillSpares(seed)
+	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
+	if err != nil {
+		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+	}
+	defer func() {
+		if err != nil {
+			_ = cg.remove()
+		}
+	}()
+
+	logf, err := os.OpenFile(l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create server log: %w", err)
+	}
+	defer logf.Close()
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer lifeR.Close()
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		lifeW.Close()
+		return nil, err
+	}
+	defer gateR.Close()
+	defer gateW.Close()
+
+	args := append([]string{"-c", gateScript, "sandbox-gate", b.bwrap}, b.bwrapArgs(l)...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{lifeR, gateR} // fds 3 and 4
+	// Own session: the terminal's signals (Ctrl-C) reach the sandbox only
+	// through the lifeline, so Disconnect can leave it running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		lifeW.Close()
+		return nil, fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	pid := cmd.Process.Pid
+	fail := func(e error) (*Sandbox, error) {
+		lifeW.Close()
+		_ = cmd.Process.Kill()
+		<-exited
+		return nil, e
+	}
+	if err := cg.add(pid); err != nil {
+		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+	}
+	fsize := uint64(b.opts.FileSizeBytes)
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: fsize, Max: fsize}, nil); err != nil {
+		return fail(fmt.Errorf("set file size limit: %w", err))
+	}
+	if _, err := gateW.Write([]byte("go\n")); err != nil {
+		return fail(fmt.Errorf("release bubblewrap: %w", err))
+	}
+
+	s := &Sandbox{b: b, l: l, cl: newClient(l.socket()), lifeline: lifeW, exited: exited}
+	if err := s.waitReady(ctx, exited); err != nil {
+		s.cl.close()
+		return fail(err)
+	}
+	st, _ := procfs.ReadStat(pid)
+	s.meta = meta{ID: id, PID: pid, StartTime: st.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network}
+	if procs, err := cg.procs(); err == nil {
+		s.meta.Keep = procs
+	}
+	s.keep = keepSet(s.meta.Keep)
+	s.meta.Server = findServer(s.meta.Keep)
+	if st, err := procfs.ReadStat(s.meta.Server); err == nil {
+		s.meta.ServerAt = st.StartTime
+	}
+	protectFromOOM(s.meta.Keep)
+	if err := writeJSON(l.meta(), s.meta); err != nil {
+		s.cl.close()
+		return fail(fmt.Errorf("write sandbox state: %w", err))
+	}
+	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", id, "pid", pid)
+	return s, nil
+}
+
+// waitReady polls the server until it answers, bubblewrap exits, or the
+// start timeout passes.
+func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, s.b.opts.StartTimeout)
+	defer cancel()
+	delay := time.Millisecond
+	for {
+		if _, err := os.Stat(s.l.socket()); err == nil {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			err := s.cl.ready(rctx)
+			rcancel()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			hint := ""
+			if s.b.childMode {
+				hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", s.b.server)
+			}
+			return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s; log: %s: %w",
+				hint, tail(s.l.log(), 1500), goruntime.ErrUnavailable)
+		case <-ctx.Done():
+			hint := ""
+			if s.b.childMode {
+				hint = " (is local.ServeIfChild() the first call in main?)"
+			}
+			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
+				s.b.opts.StartTimeout, hint, tail(s.l.log(), 1500), ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 10*time.Millisecond {
+			delay += time.Millisecond
+		}
+	}
+}
+
+func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("local sandbox %q: not a sandbox ID: %w", id, goruntime.ErrSandboxNotFound)
+	}
+	l := layout{dir: filepath.Join(b.sandboxes, id)}
+	var m meta
+	data, err := os.ReadFile(l.meta())
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox %s: %w", id, goruntime.ErrSandboxNotFound)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("local sandbox %s: bad state file: %v: %w", id, err, goruntime.ErrSandboxNotFound)
+	}
+	if !procfs.Alive(m.PID, m.StartTime) {
+		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
+	}
+	if m.Server == 0 {
+		m.Server = findServer(m.Keep)
+		if st, err := procfs.ReadStat(m.Server); err == nil {
+			m.ServerAt = st.StartTime
+		}
+	}
+	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket()), keep: keepSet(m.Keep)}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.cl.ready(rctx); err != nil {
+		if ctx.Err() != nil {
+			s.cl.close()
+			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
+		}
+		return s.attachFailed(ctx, err)
+	}
+	return s, nil
+}
+
+// attachFailed handles a sandbox whose processes are alive but whose
+// runtime server did not answer Attach's readiness check (err): one a
+// command stopped (SIGSTOP) or wedged would otherwise run until the
+// machine reboots, since prune removes only dead sandboxes. When the
+// server is stopped, has exited, or does not answer a second probe either
+// (diagnose), the sandbox is killed (its cgroup) and its directory
+// removed, and the error wraps goruntime.ErrSandboxGone. A server that
+// answers the second probe was only slow: s is returned.
+func (s *Sandbox) attachFailed(ctx context.Context, err error) (*Sandbox, error) {
+	var cause error
+	if s.serverState() == "stopped" {
+		cause = errServerWedged
+	}
+	gone := s.diagnose(ctx, cause, err)
+	if gone == nil {
+		return s, nil
+	}
+	if cerr := s.Close(context.WithoutCancel(ctx)); cerr != nil {
+		s.b.opts.Logger.Warn("local sandbox: remove after the server stopped answering", "id", s.meta.ID, "err", cerr)
+	}
+	return nil, fmt.Errorf("attach local sandbox %s: %w", s.meta.ID, gone)
+}

@@ -1,0 +1,90 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+)
+
+// Close destroys the sandbox: its processes, cgroup and state directory.
+// Calling it again returns nil.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.cl.close()
+	s.proc.close()
+	if s.lifeline != nil {
+		s.lifeline.Close() // the lifeline shell exits, and the sandbox with it
+	}
+	var errs []error
+	cg := s.meta.Cgroup
+	if err := cg.remove(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			errs = append(errs, fmt.Errorf("bubblewrap (pid %d) did not exit", s.meta.PID))
+		}
+	} else if procfs.Alive(s.meta.PID, s.meta.StartTime) {
+		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
+	}
+	if err := s.b.trash(s.l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close local sandbox %s: %w", s.meta.ID, err)
+	}
+	return nil
+}
+
+// Disconnect leaves the sandbox running for Backend.Attach, from this or
+// another process, and releases this client.
+func (s *Sandbox) Disconnect(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.cl.close()
+	s.proc.close()
+	if s.lifeline != nil {
+		_, err := s.lifeline.Write([]byte("detach\n"))
+		s.lifeline.Close()
+		if err != nil {
+			return fmt.Errorf("disconnect local sandbox %s: %w", s.meta.ID, err)
+		}
+	}
+	return nil
+}
+
+// removeTree deletes dir, making read-only directories (which a sandbox
+// may leave, e.g. a module cache) writable first when needed.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// Watching the runtime server during a call. Commands run as the server's
+// uid inside the sandbox, so they can stop (SIGSTOP) or kill it; the
+// sandbox's keepers cannot help, and a stopped server would hold every
+// call until the caller's deadline. So while a call is in flight a watcher
+// reads the server's state from /proc every watchInterval, and a failed
+// call is diagnosed before it is reported.
+const (
+	watchInterval = 500 * time.Millisecond
+	probeTimeout  = 2 * time.Second // for GET / to a server that may be wedged
+	// execGrace is how long past a command's own timeout (when the server
+	// kills it) a call waits for the answer over the unix socket: the
+	// one client-side grace of this backend (goruntime.Sandbox.Exec).
+	execGrace = 15 * time.Second
+)
+
+// errServerWedged is the cancel cause the watcher gives a call.
+var errServerWedged = errors.New("the runtime server stopped answering")
+
+// do runs one call to the server with fn, under ctx and, when limit > 0,
+// a client-side deadline of limit. A failure that is not the server's
+// answer (transport error, deadline) is diagnosed: when the server has
+// exited or does not answer a readiness probe within probeTimeout, the
+// sandbox is killed and the error wraps goruntime.ErrSandboxGone, and so
+// does every later call. Errors wrapping a goruntime sentinel the server
+// answered with (ErrNotExist, ErrPathEscape, ErrTooLarge, fs.ErrPermission)
+// pass unchanged.
+func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn func(context.Context) error) error {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if limit > 0 {
+		var stop context.CancelFunc
+		cctx, stop = context.WithTimeout(cctx, limit)
+		defer stop()
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(cctx, cancel)
+	}()
+	err := fn(cctx)
+	cancel(nil)
+	<-watched
+	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) || errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	if gone := s.diagnose(ctx, context.Cause(cctx), err); gone != nil {
+		return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, gone)
+	}
+	return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, err)
+}
+
+// watch cancels a call (cause errServerWedged) when the server process
+// is stopped or has exited and does not answer a readiness probe. It
+// returns when ctx ends.
+func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if st := s.serverState(); st == "running" || st == "unknown" {
+			continue
+		}
+		if s.probe() != nil {
+			cancel(errServerWedged)
+			return
+		}
+	}
+}
+
+// serverState is "running", "stopped" (SIGSTOP or traced), "exited"
+// (gone or a zombie) or "unknown" (pid not recorded).
+func (s *Sandbox) serverState() string {
+	if s.meta.Server <= 0 {
+		if !procfs.Alive(s.meta.PID, s.meta.StartTime) {
+			return "exited"
+		}
+		return "unknown"
+	}
+	if !procfs.Alive(s.meta.Server, s.meta.ServerAt) || !procfs.Alive(s.meta.PID, s.meta.StartTime) {
+		return "exited"
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.meta.Server) + "/stat")
+	if err != nil {
+		return "exited"
+	}
+	if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
+		if f := strings.Fields(string(data[i+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+			return "stopped"
+		}
+	}
+	return "running"
+}
+
+// probe asks the server's readiness with a short timeout of its own.
+func (s *Sandbox) probe() error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	return s.cl.ready(ctx)
+}
+
+// diagnose decides whether a failed call means the sandbox is gone (cause
+// is the call's context cause, err its error). If so it kills what is
+// left of the sandbox, records the error for later calls and returns it;
+// otherwise it returns nil. A call the caller cancelled is not probed
+// unless the watcher had found the server stopped.
+func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
+	var why string
+	switch st := s.serverState(); {
+	case errors.Is(cause, errServerWedged):
+		why = fmt.Sprintf("the runtime server stopped answering (its process is %s; a command may have sent it SIGSTOP)", s.serverState())
+	case st == "exited":
+		why = "the runtime server exited (killed by a command, or by the OOM killer)"
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil
+	default:
+		if s.probe() == nil {
+			return nil
+		}
+		if s.serverState() == "exited" {
+			why = "the runtime server exited (killed by a command, or by the OOM killer)"
+		} else {
+			why = fmt.Sprintf("the runtime server stopped answering (no answer to a readiness probe within %s)", probeTimeout)
+		}
+	}
+	gone := fmt.Errorf("%w: %s; the sandbox was stopped and its files are lost (%v)", goruntime.ErrSandboxGone, why, err)
+	s.mu.Lock()
+	if s.gone == nil {
+		s.gone = fmt.Errorf("local sandbox %s: %w", s.meta.ID, gone)
+	}
+	s.mu.Unlock()
+	if kerr := s.meta.Cgroup.kill(nil, 5*time.Second); kerr != nil {
+		s.b.opts.Logger.Warn("local sandbox: kill after the server stopped answering", "id", s.meta.ID, "err", kerr)
+	}
+	return gone
+}
