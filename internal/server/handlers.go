@@ -67,7 +67,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 	}
 
+	ended := s.mets.started("legacy")
 	res, err := s.run(r.Context(), spec)
+	ended(legacyOutcome(res, err))
 	if err != nil {
 		// Upstream reports a command it could not start as exit code 1.
 		s.log.Error("execute", "command", clip.String(spec.command, 200), "err", err)

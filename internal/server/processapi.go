@@ -28,6 +28,7 @@ func (s *Server) startSandboxd(ctx context.Context, grpcAddr, restAddr string, l
 		RootDir:  s.cfg.BaseDir,
 		Env:      env,
 		Logger:   log,
+		Observer: s.mets,
 	}
 	if s.reap != nil {
 		cfg.Children = s.reap

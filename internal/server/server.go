@@ -53,6 +53,7 @@ type Server struct {
 	procs procStarter
 	reap  *reaper
 	log   *slog.Logger
+	mets  *metrics
 }
 
 // New checks cfg, creates the base directory and the command environment's
@@ -90,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	for k, v := range chosen {
 		cfg.Log.Info("command environment default", "var", k, "value", v)
 	}
-	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log}
+	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics()}
 	if cfg.Reap {
 		s.reap = newReaper(cfg.Log)
 		if err := s.reap.enable(); err != nil {
@@ -120,6 +121,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	lw := &loggingWriter{ResponseWriter: w, status: http.StatusOK}
 	s.route(lw, r)
+	s.mets.httpBytes(lw.bodyIn(r), lw.written)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("path", clip.String(r.URL.EscapedPath(), 200)),
@@ -138,6 +140,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case raw == "/" || raw == "":
 		method, handle = http.MethodGet, s.health
+	case raw == "/metrics":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", http.MethodGet)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+			return
+		}
+		s.mets.handler().ServeHTTP(w, r)
+		return
 	case route == "execute" && !hasRest:
 		method, handle = http.MethodPost, s.execute
 	case route == "upload" && !hasRest:

@@ -64,6 +64,9 @@ type Config struct {
 	// command's exit status before this server waits for it (the command
 	// would then report exit code -1).
 	Children ChildTracker
+	// Observer, when set, hears of every command's start and end and of
+	// the bytes it reads and writes (the runtime server's metrics).
+	Observer Observer
 }
 
 // ChildTracker is a process-wide orphan reaper's view of the children this
@@ -146,4 +149,15 @@ func Listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen %q: %w", addr, err)
 	}
 	return l, nil
+}
+
+// Observer hears of the commands the process API runs.
+type Observer interface {
+	// CommandStarted is called when a Start or Execute call begins; the
+	// returned func is called once when it ends, with the exit code,
+	// whether the command exited at all (false: it could not start, or the
+	// call broke off) and the bytes of output sent.
+	CommandStarted() func(exitCode int, exited bool, outputBytes int64)
+	// StdinBytes is called with the size of each stdin write received.
+	StdinBytes(n int64)
 }

@@ -32,6 +32,7 @@ type processService struct {
 	registry *processmanager.ProcessRegistry
 	env      map[string]string
 	children ChildTracker // may be nil
+	observer Observer     // may be nil
 
 	// active counts Start calls in progress, so shutdown can stop waiting
 	// as soon as the last command is gone.
@@ -40,13 +41,14 @@ type processService struct {
 	idle   chan struct{} // closed and replaced whenever active drops to 0
 }
 
-func newProcessService(rootDir string, chunk int, env map[string]string, children ChildTracker, log logr.Logger) *processService {
+func newProcessService(rootDir string, chunk int, env map[string]string, children ChildTracker, observer Observer, log logr.Logger) *processService {
 	reg := processmanager.NewProcessRegistry()
 	return &processService{
 		ProcessServer: server.NewProcessServer(rootDir, reg, chunk, log),
 		registry:      reg,
 		env:           env,
 		children:      children,
+		observer:      observer,
 		idle:          make(chan struct{}),
 	}
 }
@@ -54,6 +56,14 @@ func newProcessService(rootDir string, chunk int, env map[string]string, childre
 // Start runs a command and streams its output, then its exit.
 func (p *processService) Start(req *processv1.StartRequest, stream processv1.ProcessService_StartServer) error {
 	return p.start(req, stream, nil)
+}
+
+// WriteStdin is upstream's, counting the bytes for Config.Observer.
+func (p *processService) WriteStdin(ctx context.Context, req *processv1.WriteStdinRequest) (*processv1.WriteStdinResponse, error) {
+	if p.observer != nil {
+		p.observer.StdinBytes(int64(len(req.GetInput())))
+	}
+	return p.ProcessServer.WriteStdin(ctx, req)
 }
 
 // Execute runs a command to completion and returns its buffered output.
@@ -77,6 +87,10 @@ func (p *processService) start(req *processv1.StartRequest, stream processv1.Pro
 		stop:                       make(chan struct{}),
 	}
 	defer close(w.stop)
+	if p.observer != nil {
+		ended := p.observer.CommandStarted()
+		defer func() { ended(int(w.exitCode), w.exited, w.outBytes) }()
+	}
 	if p.children != nil {
 		// Upstream starts the child and registers it before it sends the
 		// InitEvent, so the pid is known by the first Send.
@@ -165,6 +179,10 @@ type watchedStream struct {
 	onStarted func(*processmanager.ManagedProcess)
 	stop      chan struct{} // closed when Start returns
 	proc      *processmanager.ManagedProcess
+	// What the command did, for Config.Observer; Send runs on one goroutine.
+	exited   bool
+	exitCode int32
+	outBytes int64
 }
 
 func (w *watchedStream) Send(ev *processv1.StartResponse) error {
@@ -188,6 +206,11 @@ func (w *watchedStream) Send(ev *processv1.StartResponse) error {
 				Exit: &processv1.ExitEvent{ExitCode: code},
 			}}
 		}
+		w.exited, w.exitCode = true, ev.GetExit().GetExitCode()
+	case *processv1.StartResponse_Stdout:
+		w.outBytes += int64(len(e.Stdout))
+	case *processv1.StartResponse_Stderr:
+		w.outBytes += int64(len(e.Stderr))
 	}
 	return w.ProcessService_StartServer.Send(ev)
 }

@@ -73,7 +73,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.restAddr = addrString(restLis)
 	}
 
-	s.procs = newProcessService(root, cfg.StreamChunkSize, cfg.Env, cfg.Children, logr.FromSlogHandler(cfg.Logger.Handler()))
+	s.procs = newProcessService(root, cfg.StreamChunkSize, cfg.Env, cfg.Children, cfg.Observer, logr.FromSlogHandler(cfg.Logger.Handler()))
 	if grpcLis != nil {
 		s.grpcSrv = grpc.NewServer()
 		processv1.RegisterProcessServiceServer(s.grpcSrv, s.procs)
