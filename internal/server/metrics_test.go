@@ -52,7 +52,7 @@ func TestMetricsCountCommands(t *testing.T) {
 	ts.run(t, "exit 3")
 	ts.exec(t, map[string]any{"command": "echo partial; sleep 5", "timeout_seconds": 0.2})
 	for labels, want := range map[string]float64{
-		ok:                                  1,
+		ok:                                   1,
 		`{api="legacy",outcome="exit_code"}`: 1,
 		`{api="legacy",outcome="timeout"}`:   1,
 	} {
