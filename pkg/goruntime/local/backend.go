@@ -291,8 +291,14 @@ func (r *seedBuild) wait(ctx context.Context) error {
 	}
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
+	// A report without a step (the build starting, or waiting for another
+	// process's build) waits for the first tick: a seed that exists is
+	// found before anything is said. Steps are reported at once.
 	var sent goruntime.Progress
-	var sentAt time.Time
+	if p, _ := r.latest(); p.Step == 0 {
+		sent = p
+	}
+	sentAt := time.Now()
 	for {
 		p, changed := r.latest()
 		if p.Step != sent.Step || p.Message != sent.Message || time.Since(sentAt) >= time.Second {
