@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,6 +107,19 @@ func ownCgroups() (map[string]string, error) {
 	return own, nil
 }
 
+// CPU weights: a sandbox may use CPUs cores, so under contention it
+// competes as CPUs runnable tasks, not as one. The kernel weighs a cgroup
+// as a whole against its sibling tasks: with the default weight, all the
+// threads of a sandbox's go build together got the CPU share of a single
+// host process, so on a busy machine sandboxed builds ran several times
+// slower than the same build on the host. The group holding every sandbox
+// gets the weight of the machine's CPUs, so sandboxes together never
+// outweigh a machine's worth of host tasks.
+const (
+	cpuWeightV1 = 1024 // cgroup v1 cpu.shares of one task (the default)
+	cpuWeightV2 = 100  // cgroup v2 cpu.weight of one task (the default)
+)
+
 // newCgroup creates the cgroup for sandbox id with lim applied. Errors
 // name the fix; callers wrap them with ErrUnavailable.
 func newCgroup(id string, lim cgroupLimits) (*cgroup, error) {
@@ -162,7 +176,11 @@ func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*c
 	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,
 			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), "100000"},
-			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)})
+			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)},
+			[2]string{filepath.Join(cg.CPU, "cpu.shares"), strconv.Itoa(cpuWeightV1 * lim.CPUs)})
+		// The group of all sandboxes competes with the caller's other
+		// processes as the machine's CPUs' worth of tasks (see cpuWeightV1).
+		_ = os.WriteFile(filepath.Join(filepath.Dir(cg.CPU), "cpu.shares"), []byte(strconv.Itoa(cpuWeightV1*runtime.NumCPU())), 0o644)
 	}
 	for _, w := range writes {
 		if err := os.WriteFile(w[0], []byte(w[1]), 0o644); err != nil {
@@ -196,7 +214,10 @@ func newCgroupV2(id string, lim cgroupLimits, mnt, own string) (*cgroup, error) 
 		{"pids.max", strconv.Itoa(lim.Processes)},
 	}
 	if lim.CPUs > 0 {
-		writes = append(writes, [2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)})
+		writes = append(writes,
+			[2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)},
+			[2]string{"cpu.weight", strconv.Itoa(min(cpuWeightV2*lim.CPUs, 10000))})
+		_ = os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(strconv.Itoa(min(cpuWeightV2*runtime.NumCPU(), 10000))), 0o644)
 	}
 	for _, w := range writes {
 		p := filepath.Join(dir, w[0])
