@@ -152,3 +152,32 @@ type FileInfo struct {
 	IsDir   bool
 	ModTime time.Time
 }
+
+// InspectableSandbox is implemented by sandboxes whose runtime server can
+// be asked about itself (the sandboxd REST API: GET /v1/health and
+// /v1/metadata).
+type InspectableSandbox interface {
+	Sandbox
+	// Health reports whether the sandbox's runtime server is serving.
+	// Errors: the server is unreachable (wrapping ErrSandboxGone) or
+	// shutting down (an error naming the 503).
+	Health(ctx context.Context) (*Health, error)
+	// Metadata returns what the orchestrator told the sandbox about
+	// itself: the runtime server's SANDBOX_* environment variables, names
+	// that look secret (TOKEN, KEY, PASSWORD...) withheld.
+	Metadata(ctx context.Context) (*Metadata, error)
+}
+
+// Health is a runtime server's answer to a health check.
+type Health struct {
+	// Status is "ok" when the server serves.
+	Status string
+	// Uptime is how long the server has run, to the second.
+	Uptime time.Duration
+}
+
+// Metadata is the sandbox's view of itself.
+type Metadata struct {
+	// Env holds the runtime server's SANDBOX_* environment variables.
+	Env map[string]string
+}

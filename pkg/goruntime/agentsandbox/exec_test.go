@@ -162,3 +162,23 @@ func TestExecRouterRefusesProcessAPIFields(t *testing.T) {
 		t.Fatalf("300 KiB command through the router: %+v, %v", res, err)
 	}
 }
+
+func TestHealthAndMetadata(t *testing.T) {
+	t.Setenv("SANDBOX_REGION", "test-region")
+	t.Setenv("SANDBOX_API_TOKEN", "hidden")
+	sb, _ := openProcessSandbox(t)
+	h, err := sb.Health(t.Context())
+	if err != nil || h.Status != "ok" {
+		t.Fatalf("Health = %+v, %v", h, err)
+	}
+	md, err := sb.Metadata(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Env["SANDBOX_REGION"] != "test-region" {
+		t.Errorf("Metadata.Env = %v, want SANDBOX_REGION", md.Env)
+	}
+	if _, ok := md.Env["SANDBOX_API_TOKEN"]; ok {
+		t.Errorf("Metadata shows a secret-looking variable: %v", md.Env)
+	}
+}
