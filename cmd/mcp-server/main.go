@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		maxSB       = fs.Int("max-sandboxes", 16, "http: most sandboxes open at once across sessions (0: no limit)")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 		showVersion = fs.Bool("version", false, "print the version and exit")
+		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; empty: off")
 	)
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
@@ -135,6 +137,17 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		return 2
 	}
 
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mcp-server: --metrics-addr=%s: %v\n", *metricsAddr, err)
+			return 1
+		}
+		stopMetrics := serveMetrics(mln, srv.MetricsHandler(), log)
+		defer stopMetrics()
+		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+"/metrics")
+	}
+
 	if *httpAddr == "" {
 		log.Info("serving MCP over stdio", "backend", backend.Name(), "version", version())
 		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
@@ -178,4 +191,17 @@ func checkFlags(cfg mcpserver.Config, httpAddr string) error {
 		return fmt.Errorf("--max-sandboxes=%d: must not be negative (0 means no limit)", cfg.MaxSandboxes)
 	}
 	return nil
+}
+
+// serveMetrics serves h at /metrics on ln until the returned func is called.
+func serveMetrics(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	return func() { _ = hs.Close() }
 }

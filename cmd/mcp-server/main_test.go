@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,11 +114,32 @@ func TestStdio(t *testing.T) {
 func TestStreamableHTTP(t *testing.T) {
 	requireBwrap(t)
 	logs := &logSink{}
-	srv, err := smoke.StartHTTP(context.Background(), serverBin, []string{"--log-level=debug"}, logs)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := l.Addr().String()
+	l.Close()
+	srv, err := smoke.StartHTTP(context.Background(), serverBin, []string{"--log-level=debug", "--metrics-addr=" + metricsAddr}, logs)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
 	}
 	runScenarios(t, srv.Target(), logs)
+	// The scenarios' tool calls show in --metrics-addr's /metrics.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`mcp_tool_calls_total{outcome="ok",tool="run_go_code"}`, "mcp_sandbox_open_duration_seconds_count", "mcp_sandboxes_open"} {
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET /metrics = %d, missing %s:\n%s", resp.StatusCode, want, tail(string(body), 3000))
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("metrics sample:\n%s", body)
+	}
 	if err := srv.Stop(); err != nil {
 		t.Errorf("stop: %v\n%s", err, tail(logs.String(), 4000))
 	}

@@ -27,6 +27,7 @@ type pool struct {
 	backend goruntime.Backend
 	cfg     *Config
 	log     *slog.Logger
+	metrics *metrics // nil in tests that build a pool alone
 
 	mu      sync.Mutex
 	slots   map[string]*slot
@@ -130,6 +131,9 @@ func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 		sess, err = goruntime.Attach(octx, p.backend, p.cfg.Claim, p.cfg.Session)
 	} else {
 		sess, err = goruntime.Open(octx, p.backend, p.cfg.Session)
+	}
+	if p.metrics != nil {
+		p.metrics.opened(time.Since(start), err)
 	}
 	if err != nil {
 		p.mu.Lock()

@@ -129,6 +129,8 @@ type Server struct {
 	log  *slog.Logger
 	mcp  *mcp.Server
 	pool *pool
+
+	metrics *metrics
 }
 
 // protocolVersions are the MCP versions the server speaks: the ones with
@@ -163,6 +165,9 @@ func New(cfg Config) (*Server, error) {
 		SupportedProtocolVersions: protocolVersions(),
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
+	s.metrics = newMetrics(s.pool.openCount)
+	s.pool.metrics = s.metrics
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware)
 	s.addTools()
 	return s, nil
 }

@@ -1,0 +1,61 @@
+package mcpserver
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func scrape(t *testing.T, s *Server, name, labels string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+labels) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestMetricsCountToolCalls(t *testing.T) {
+	s, _ := newTestServer(t, Config{})
+	cs := connectMemory(t, s, nil)
+	if v := scrape(t, s, "mcp_sandboxes_open", ""); v != 0 {
+		t.Fatalf("sandboxes open before any call = %v", v)
+	}
+	call(t, cs, "run_go_code", map[string]any{"command": "echo hi"})
+	call(t, cs, "run_go_code", map[string]any{"command": "exit 3"})
+	call(t, cs, "read_file", map[string]any{"path": "missing.txt"})
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil {
+		t.Fatal("an unknown tool was accepted")
+	}
+	for labels, want := range map[string]float64{
+		`{outcome="ok",tool="run_go_code"}`:         1,
+		`{outcome="tool_error",tool="run_go_code"}`: 1,
+		`{outcome="tool_error",tool="read_file"}`:   1,
+		`{outcome="error",tool="unknown"}`:          1,
+	} {
+		if v := scrape(t, s, "mcp_tool_calls_total", labels); v != want {
+			t.Errorf("mcp_tool_calls_total%s = %v, want %v", labels, v, want)
+		}
+	}
+	if v := scrape(t, s, "mcp_tool_call_duration_seconds_count", `{tool="run_go_code"}`); v != 2 {
+		t.Errorf("run_go_code duration count = %v, want 2", v)
+	}
+	if v := scrape(t, s, "mcp_sandboxes_open", ""); v != 1 {
+		t.Errorf("sandboxes open = %v, want 1", v)
+	}
+	if v := scrape(t, s, "mcp_sandbox_open_duration_seconds_count", `{outcome="ok"}`); v != 1 {
+		t.Errorf("opens = %v, want 1", v)
+	}
+}
