@@ -12,7 +12,7 @@ RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pa
 .PHONY: help deps build demo test unit race e2e bench bench-go vet lint
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
 
 deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt
 	bash scripts/install-deps.sh
@@ -36,12 +36,15 @@ race: ## the cheap packages again under the race detector
 e2e: deps ## end-to-end: real kube-apiserver, etcd, agent-sandbox controller and router
 	bash test/e2e/run.sh
 
+e2e-node: deps ## end-to-end on a real node: kubelet, containerd (runc, gVisor), our image, agent-sandbox v1.0.3 (root)
+	bash test/e2enode/run.sh
+
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
 lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overlay
 	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(STATICCHECK) -tags e2e ./test/e2e/...
-	shellcheck scripts/*.sh test/e2e/*.sh .ci/run
+	$(GO) run $(STATICCHECK) -tags e2e ./test/e2e/... ./test/e2enode/...
+	shellcheck scripts/*.sh test/e2e/*.sh test/e2enode/*.sh .ci/run
 	@# kubectl from PATH, else the one the e2e harness builds from pinned sources.
 	kubectl=$$(command -v kubectl || echo "$$(bash test/e2e/build-tools.sh)/kubectl"); \
 	for o in manifests/base manifests/router manifests/overlays/*/; do \

@@ -11,6 +11,13 @@ set -euo pipefail
 packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
+	runc # test/e2enode: the node's default OCI runtime (containerd's runc shim)
+	containernetworking-plugins # test/e2enode: CNI bridge, host-local, loopback, portmap
+	buildah # test/e2enode: builds the Dockerfile (and the pause and router images) without Docker
+	debootstrap # test/e2enode: the debian/golang base-image stand-ins (no registry here)
+	iptables # test/e2enode: the kubelet's and CNI plugins' rules (in the run's own netns)
+	iproute2 # test/e2enode: the run's network namespace (ip link/addr/route)
+	util-linux # test/e2enode: unshare (the run's PID/network/mount namespaces), flock
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 	python3-fastapi # make bench: upstream agent-sandbox's Python runtime, the baseline of cmd/bench
 	python3-uvicorn # make bench: serves it

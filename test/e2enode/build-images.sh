@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# build-images.sh builds the container images the end-to-end node runs,
+# without a registry or Docker, and caches them as docker-archive tars that
+# the node imports with `ctr images import`:
+#
+#   base      stand-ins for the Dockerfile's FROM images, made locally:
+#             debian:<suite>-slim from `debootstrap --variant=minbase <suite>`
+#             and golang:<go>-<suite> = that plus this machine's Go toolchain
+#             (which must be the Dockerfile's GO_VERSION) and CA bundle.
+#   pause     the pod sandbox image: test/e2enode/images/pause, static, on scratch.
+#   router    the agent-sandbox sandbox-router binary (build-tools.sh) on scratch.
+#   runtime   `buildah bud --pull=never` of the repository's Dockerfile, unchanged.
+#
+# Every image is keyed by what goes into it (suite and Go version; the pause
+# source; the router binary; the Dockerfile and every file of its build
+# context) and rebuilt only when that changes. buildah's storage (layers,
+# the base images) lives in the cache too, never in /var/lib/containers.
+#
+# Usage: test/e2enode/build-images.sh ROUTER_BINARY
+#   prints one line per image: NAME TAR REF BUILD_SECONDS SIZE_MB
+# Env:   E2E_CACHE_DIR   cache root (see lib.sh)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=/dev/null
+source "$here/lib.sh"
+
+router_bin="${1:?usage: build-images.sh ROUTER_BINARY}"
+cache="$(e2e_cache_root)"
+images="$cache/images"
+store="$cache/buildah"
+mkdir -p "$images" "$store"
+policy="$store/policy.json"
+echo '{"default":[{"type":"insecureAcceptAnything"}]}' >"$policy"
+bah=(buildah --root "$store/storage" --runroot "$store/run" --storage-driver overlay)
+
+log() { echo "build-images: $*" >&2; }
+
+# The Dockerfile's ARG defaults name the base images.
+go_version="$(sed -n 's/^ARG GO_VERSION=//p' "$repo/Dockerfile")"
+suite="$(sed -n 's/^ARG DEBIAN=//p' "$repo/Dockerfile")"
+[[ -n $go_version && -n $suite ]] || { log "Dockerfile has no ARG GO_VERSION= / ARG DEBIAN= defaults"; exit 1; }
+debian_ref="docker.io/library/debian:$suite-slim"
+golang_ref="docker.io/library/golang:$go_version-$suite"
+
+has_image() { "${bah[@]}" inspect --type image "$1" >/dev/null 2>&1; }
+
+# export_image REF TAR: writes REF as a docker-archive tar, atomically.
+export_image() {
+	local ref="$1" tar="$2"
+	rm -f "$tar.tmp"
+	"${bah[@]}" push --quiet --signature-policy "$policy" "$ref" "docker-archive:$tar.tmp:$ref" >&2
+	mv "$tar.tmp" "$tar"
+}
+
+# --- base images -----------------------------------------------------------
+build_base() {
+	local host_go
+	host_go="$(go env GOVERSION)"
+	if [[ $host_go != "go$go_version" ]]; then
+		log "the Dockerfile builds on Go $go_version but this machine has $host_go; the golang stand-in copies this machine's toolchain, so install Go $go_version"
+		exit 1
+	fi
+	local marker="$store/base-$suite-$go_version.done"
+	if [[ -f $marker ]] && has_image "$debian_ref" && has_image "$golang_ref"; then
+		log "base images $debian_ref, $golang_ref cached"
+		return
+	fi
+	local start rootfs ctr mnt
+	start=$(date +%s)
+	rootfs="$store/.rootfs-$$"
+	rm -rf "$rootfs"
+	log "debootstrap --variant=minbase $suite (1-3 min)"
+	debootstrap --variant=minbase "$suite" "$rootfs" http://deb.debian.org/debian >"$store/debootstrap.log" 2>&1 ||
+		{ log "debootstrap failed; see $store/debootstrap.log"; tail -20 "$store/debootstrap.log" >&2; rm -rf "$rootfs"; exit 1; }
+	rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs/debootstrap"
+	ctr="$("${bah[@]}" from scratch)"
+	mnt="$("${bah[@]}" mount "$ctr")"
+	cp -a "$rootfs/." "$mnt/"
+	"${bah[@]}" umount "$ctr" >/dev/null
+	rm -rf "$rootfs"
+	"${bah[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd bash "$ctr"
+	"${bah[@]}" commit --quiet "$ctr" "$debian_ref" >/dev/null
+	"${bah[@]}" rm "$ctr" >/dev/null
+	log "$debian_ref made in $(($(date +%s) - start)) s"
+
+	# golang: the toolchain where the official image has it, and CA
+	# certificates so the build stage's `go mod download` can verify TLS.
+	ctr="$("${bah[@]}" from --pull=never "$debian_ref")"
+	mnt="$("${bah[@]}" mount "$ctr")"
+	cp -a "$(go env GOROOT)" "$mnt/usr/local/go"
+	mkdir -p "$mnt/etc/ssl/certs" "$mnt/go/bin"
+	cp /etc/ssl/certs/ca-certificates.crt "$mnt/etc/ssl/certs/ca-certificates.crt"
+	"${bah[@]}" umount "$ctr" >/dev/null
+	"${bah[@]}" config --env GOLANG_VERSION="$go_version" --env GOTOOLCHAIN=local --env GOPATH=/go \
+		--env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		--workingdir /go --cmd bash "$ctr"
+	"${bah[@]}" commit --quiet "$ctr" "$golang_ref" >/dev/null
+	"${bah[@]}" rm "$ctr" >/dev/null
+	touch "$marker"
+	log "base images made in $(($(date +%s) - start)) s"
+}
+
+# --- pause -----------------------------------------------------------------
+build_pause() {
+	local key ref tar start ctr bin
+	key="$( { cat "$here/images/pause/main.go"; go env GOVERSION; } | sha256sum | cut -c1-12)"
+	ref="localhost/go-runtime-sandbox-e2e/pause:$key"
+	tar="$images/pause-$key.tar"
+	if [[ ! -f $tar ]]; then
+		start=$(date +%s)
+		bin="$store/.pause-$$"
+		(cd "$repo" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$bin" ./test/e2enode/images/pause)
+		ctr="$("${bah[@]}" from scratch)"
+		"${bah[@]}" copy --quiet "$ctr" "$bin" /pause >/dev/null
+		rm -f "$bin"
+		"${bah[@]}" config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
+		"${bah[@]}" commit --quiet "$ctr" "$ref" >/dev/null
+		"${bah[@]}" rm "$ctr" >/dev/null
+		export_image "$ref" "$tar"
+		echo "$(($(date +%s) - start))" >"$tar.seconds"
+		log "pause image $ref built"
+	fi
+	echo "pause $tar $ref $(cat "$tar.seconds") $(du -m "$tar" | cut -f1)"
+}
+
+# --- router ----------------------------------------------------------------
+build_router() {
+	local key ref tar start ctr
+	key="$(sha256sum <"$router_bin" | cut -c1-12)"
+	# The tag manifests/router names; the binary is the v1.0.3 module's.
+	ref="docker.io/library/sandbox-router-go:v1.0.3"
+	tar="$images/router-$key.tar"
+	if [[ ! -f $tar ]]; then
+		start=$(date +%s)
+		ctr="$("${bah[@]}" from scratch)"
+		"${bah[@]}" copy --quiet "$ctr" "$router_bin" /sandbox-router >/dev/null
+		"${bah[@]}" config --entrypoint '["/sandbox-router"]' --user 65532:65532 "$ctr"
+		"${bah[@]}" commit --quiet "$ctr" "$ref" >/dev/null
+		"${bah[@]}" rm "$ctr" >/dev/null
+		export_image "$ref" "$tar"
+		echo "$(($(date +%s) - start))" >"$tar.seconds"
+		log "router image $ref built"
+	fi
+	echo "router $tar $ref $(cat "$tar.seconds") $(du -m "$tar" | cut -f1)"
+}
+
+# --- runtime (the Dockerfile) ----------------------------------------------
+# context_files lists what `COPY . .` can see: tracked and untracked files
+# minus what .dockerignore drops (approximated: more files only means a
+# rebuild that was not needed).
+context_files() {
+	git -C "$repo" ls-files -co --exclude-standard |
+		grep -v -E '^(\.git|\.cache|\.ci|bin|docs|manifests|scripts|test)/|_test\.go$|(^|/)testdata/|\.test$|\.out$' |
+		LC_ALL=C sort
+}
+
+build_runtime() {
+	local key ref tar start
+	key="$( {
+		echo "$suite $go_version"
+		cat "$repo/Dockerfile" "$repo/.dockerignore"
+		(cd "$repo" && context_files | while read -r f; do [[ -f $f ]] && sha256sum "$f"; done)
+	} | sha256sum | cut -c1-16)"
+	ref="docker.io/library/go-runtime-sandbox:dev"
+	tar="$images/runtime-$key.tar"
+	if [[ ! -f $tar ]]; then
+		start=$(date +%s)
+		log "buildah bud of $repo/Dockerfile (cold: ~5 min; after a source edit: ~1.5 min)"
+		"${bah[@]}" bud --pull=never --network host --layers --isolation oci \
+			--signature-policy "$policy" -f "$repo/Dockerfile" -t "$ref" "$repo" >"$store/bud.log" 2>&1 ||
+			{ log "buildah bud failed; see $store/bud.log"; tail -30 "$store/bud.log" >&2; exit 1; }
+		local built=$(($(date +%s) - start))
+		export_image "$ref" "$tar"
+		# The uncompressed layers, as the archive holds them.
+		du -m "$tar" | cut -f1 >"$tar.mb"
+		echo "$built" >"$tar.seconds"
+		# Keep the newest few runtime tars; each is ~800 MB.
+		find "$images" -maxdepth 1 -name 'runtime-*.tar' -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- |
+			while read -r old; do rm -f "$old" "$old.seconds" "$old.mb"; done
+		log "runtime image $ref built in $built s ($(cat "$tar.mb") MB)"
+	fi
+	echo "runtime $tar $ref $(cat "$tar.seconds") $(cat "$tar.mb")"
+}
+
+build_base
+build_pause
+build_router
+build_runtime

@@ -1,0 +1,135 @@
+//go:build e2e
+
+package e2enode
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// binary returns a binary run.sh built, failing the test with what to do
+// when it is missing.
+func binary(t *testing.T, env, what string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		t.Fatalf("%s is not set: run the e2e tests through test/e2enode/run.sh, which builds %s", env, what)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v (test/e2enode/run.sh builds %s)", env, err, what)
+	}
+	return p
+}
+
+// testDemo runs cmd/demo's two flows (single-file smoke and multi-file
+// module) with --backend=agent-sandbox.
+func testDemo(t *testing.T, rt *runtimeTarget, m connMode) {
+	demo := binary(t, "E2E_DEMO", "cmd/demo")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, demo, append(backendArgs(rt, m), "--flow=all")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatalf("demo --flow=all (%s, %s): %v after %v\n%s\npods: %s", rt.name, m.name, err, wall, out.String(), podSummary(rt.ns))
+	}
+	for _, banner := range []string{"single-file smoke flow", "multi-file module flow"} {
+		if !strings.Contains(out.String(), banner) {
+			t.Errorf("demo output has no %q section:\n%s", banner, out.String())
+		}
+	}
+	t.Logf("demo wall time (%s, %s, both flows): %v", rt.name, m.name, wall.Round(time.Millisecond))
+}
+
+// testMCP runs cmd/mcp-server with the agent-sandbox backend and drives it
+// through the official MCP client: every smoke scenario over stdio, and
+// over Streamable HTTP the ones that need sessions sharing a server.
+func testMCP(t *testing.T, rt *runtimeTarget, m connMode) {
+	server := binary(t, "E2E_MCP_SERVER", "cmd/mcp-server")
+	var logs syncBuffer
+	stdio := smoke.StdioTarget(server, backendArgs(rt, m), &logs)
+	var http *smoke.HTTPServer // started on first need, stopped when the whole test ends
+	defer func() {
+		if http != nil {
+			_ = http.Stop()
+		}
+	}()
+	for _, sc := range smoke.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			target := stdio
+			if sc.HTTPOnly {
+				if http == nil {
+					var err error
+					if http, err = smoke.StartHTTP(ctx, server, backendArgs(rt, m), &logs); err != nil {
+						t.Fatalf("start mcp-server --http: %v\nserver log:\n%s", err, logs.String())
+					}
+				}
+				target = http.Target()
+			}
+			start := time.Now()
+			if err := sc.Run(ctx, target); err != nil {
+				t.Fatalf("%v\nserver log:\n%s\npods: %s", err, logs.String(), podSummary(rt.ns))
+			}
+			t.Logf("%s over %s took %v", sc.Name, target.Name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// testUpstreamSDK runs agent-sandbox's own SDK integration tests (v1.0.3,
+// clients/go/sandbox, build tag integration) against our warm pool: claim,
+// run a command, write/read (also streamed), exists, list, close. They
+// assume nothing python-specific, so none is skipped.
+func testUpstreamSDK(t *testing.T, rt *runtimeTarget, m connMode) {
+	bin := binary(t, "E2E_UPSTREAM_SDK_TEST", "the agent-sandbox SDK's integration test binary")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"-test.run=^TestIntegration", "-test.v", "-test.count=1",
+		"-warmpool-name=" + agentsandbox.DefaultWarmPool, "-namespace=" + rt.ns}
+	if m.direct {
+		args = append(args, "-api-url="+rt.routerURL)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "INTEGRATION_TEST=1", "KUBECONFIG="+shared.c.Kubeconfig, "HOME="+cmd.Dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("upstream SDK integration tests (%s, %s): %v\n%s\npods: %s", rt.name, m.name, err, out, podSummary(rt.ns))
+	}
+	if !strings.Contains(string(out), "--- PASS: TestIntegration_FullLifecycle") || strings.Contains(string(out), "--- SKIP") {
+		t.Fatalf("upstream SDK integration tests did not run and pass:\n%s", out)
+	}
+	t.Logf("upstream SDK integration tests (%s, %s):\n%s", rt.name, m.name, out)
+}
+
+// TestFirstGoRunLocal times the same first and second `go run` in a local
+// (bubblewrap) sandbox, for the comparison with the pods.
+func TestFirstGoRunLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, err := local.New(local.Options{StateDir: t.TempDir(), ServerPath: binary(t, "E2E_SANDBOX_SERVER", "cmd/sandbox-server")})
+	if err != nil {
+		t.Fatalf("local backend: %v", err)
+	}
+	sess, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		t.Fatalf("local Open: %v", err)
+	}
+	defer sess.Close(context.Background())
+	first, second := timeGoRun(ctx, t, sess)
+	report(t, "first-go-run-local", "first go run in a local sandbox: %d ms (second %d ms)", first.Milliseconds(), second.Milliseconds())
+}

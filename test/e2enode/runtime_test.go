@@ -1,0 +1,187 @@
+//go:build e2e
+
+package e2enode
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
+)
+
+// runtimeTarget is one way the node runs sandboxes: a namespace holding the
+// project's manifests (a kustomization applied unchanged), the warm pool
+// they define, and a sandbox-router from manifests/router.
+type runtimeTarget struct {
+	name       string // runc | gvisor
+	ns         string
+	kustomize  string // relative to the repository
+	runtimeCls string // the pods' runtimeClassName ("" = the node's default, runc)
+
+	applied   bool
+	routerURL string // http://<router pod IP>:8080, set by activate
+}
+
+var (
+	runcTarget   = &runtimeTarget{name: "runc", ns: "e2e", kustomize: "manifests/base"}
+	gvisorTarget = &runtimeTarget{name: "gvisor", ns: "e2e-gvisor", kustomize: "manifests/overlays/gvisor", runtimeCls: "gvisor"}
+	runtimes     = []*runtimeTarget{runcTarget, gvisorTarget}
+)
+
+// connMode is how clients reach the router: through a port-forward the SDK
+// opens to sandbox-router-svc (its default), or at a URL.
+type connMode struct {
+	name   string
+	direct bool
+}
+
+var modes = []connMode{{name: "portforward"}, {name: "direct", direct: true}}
+
+// activate makes rt's warm pool the one that is filled: the node's two CPUs
+// hold one pool of the template's 500m pods at a time, so the pool of the
+// runtime that was active before is scaled to zero first. The first
+// activation creates the namespace, the router (manifests/router) and the
+// template and pool (rt.kustomize), all by server-side apply, unchanged;
+// later ones re-apply the kustomization, which sets replicas back.
+func activate(t testing.TB, rt *runtimeTarget) {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := shared.c
+	if prev := shared.active; prev != nil && prev != rt {
+		patch := []byte(`{"spec":{"replicas":0}}`)
+		if _, err := extClient(t).ExtensionsV1beta1().SandboxWarmPools(prev.ns).Patch(ctx, agentsandbox.DefaultWarmPool, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "e2e-activate"}); err != nil {
+			t.Fatalf("scale warm pool %s/%s to 0: %v", prev.ns, agentsandbox.DefaultWarmPool, err)
+		}
+		waitNoSandboxPods(ctx, t, prev.ns)
+	}
+	if shared.active == rt {
+		return
+	}
+	if !rt.applied {
+		_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rt.ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create namespace %s: %v", rt.ns, err)
+		}
+		if out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", rt.ns, "-k", filepath.Join(shared.repo, "manifests", "router")); err != nil {
+			t.Fatalf("apply manifests/router to %s: %v\n%s", rt.ns, err, out)
+		}
+	}
+	if out, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=e2e", "-n", rt.ns, "-k", filepath.Join(shared.repo, rt.kustomize)); err != nil {
+		t.Fatalf("apply %s to %s: %v\n%s", rt.kustomize, rt.ns, err, out)
+	}
+	rt.applied = true
+	ip := waitRouter(ctx, t, rt.ns)
+	rt.routerURL = "http://" + ip + ":8080"
+	shared.active = rt
+	start := time.Now()
+	n := waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool)
+	t.Logf("%s: warm pool %s/%s has %d ready replicas after %v; router at %s", rt.name, rt.ns, agentsandbox.DefaultWarmPool, n, time.Since(start).Round(time.Millisecond), rt.routerURL)
+}
+
+// waitRouter waits for a Ready sandbox-router pod in ns and returns its IP.
+func waitRouter(ctx context.Context, t testing.TB, ns string) string {
+	t.Helper()
+	for {
+		pods, err := shared.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=sandbox-router"})
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && podReady(&p) && p.Status.PodIP != "" {
+					return p.Status.PodIP
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no Ready sandbox-router pod in %s: %v; pods: %s", ns, err, podSummary(ns))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitNoSandboxPods waits until ns has no pods but the router's.
+func waitNoSandboxPods(ctx context.Context, t testing.TB, ns string) {
+	t.Helper()
+	for {
+		pods, err := shared.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app!=sandbox-router"})
+		if err == nil && len(pods.Items) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pods of %s still there after scaling its warm pool to 0: %s", ns, podSummary(ns))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitPoolReady waits until the warm pool has all its replicas ready and
+// returns how many that is.
+func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string) int32 {
+	t.Helper()
+	ext := extClient(t)
+	var last string
+	for {
+		wp, err := ext.ExtensionsV1beta1().SandboxWarmPools(ns).Get(ctx, pool, metav1.GetOptions{})
+		if err == nil {
+			want := int32(1)
+			if wp.Spec.Replicas != nil {
+				want = *wp.Spec.Replicas
+			}
+			if want > 0 && wp.Status.ReadyReplicas == want {
+				return want
+			}
+			last = fmt.Sprintf("%d of %d ready", wp.Status.ReadyReplicas, want)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("warm pool %s/%s not ready: %s; pods: %s", ns, pool, last, podSummary(ns))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// newBackend returns the agent-sandbox backend for rt in the given mode.
+func newBackend(ctx context.Context, t testing.TB, rt *runtimeTarget, m connMode) *agentsandbox.Backend {
+	t.Helper()
+	opts := agentsandbox.Options{
+		Namespace:    rt.ns,
+		RestConfig:   shared.c.REST,
+		ReadyTimeout: 2 * time.Minute,
+	}
+	if m.direct {
+		opts.APIURL = rt.routerURL
+	}
+	b, err := agentsandbox.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("agent-sandbox backend (%s, %s): %v", rt.name, m.name, err)
+	}
+	return b
+}
+
+// backendArgs are the flags cmd/demo and cmd/mcp-server share for the
+// agent-sandbox backend: port-forward mode unless m is direct.
+func backendArgs(rt *runtimeTarget, m connMode) []string {
+	args := []string{
+		"--backend=agent-sandbox",
+		"--kubeconfig=" + shared.c.Kubeconfig,
+		"--namespace=" + rt.ns,
+		"--warm-pool=" + agentsandbox.DefaultWarmPool,
+	}
+	if m.direct {
+		args = append(args, "--api-url="+rt.routerURL)
+	}
+	return args
+}
