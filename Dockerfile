@@ -30,7 +30,6 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /usr/local/go /usr/local/go
-COPY --from=build /out/sandbox-server /usr/local/bin/sandbox-server
 
 # The toolchain never downloads another one; caches live under /cache (a
 # volume in the pod), module files stay writable so /app can be wiped.
@@ -63,6 +62,10 @@ RUN mkdir /tmp/seed && cd /tmp/seed \
  && go build -o /dev/null . && go vet . && go test . \
  && go clean -testcache \
  && cd / && rm -rf /tmp/seed
+
+# Last, so a change to the server's source rebuilds only this layer, not
+# the toolchain and the seeded cache above.
+COPY --from=build /out/sandbox-server /usr/local/bin/sandbox-server
 
 WORKDIR /app
 EXPOSE 8888 9090 9091
