@@ -288,7 +288,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		}
 		for _, cond := range nd.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
-				return fmt.Errorf("Ready=%s: %s", cond.Status, cond.Message)
+				return fmt.Errorf("condition Ready=%s: %s", cond.Status, cond.Message)
 			}
 		}
 		for _, taint := range nd.Spec.Taints {
