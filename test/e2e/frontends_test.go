@@ -21,6 +21,7 @@ func backendArgs() []string {
 	return []string{
 		"--backend=agent-sandbox",
 		"--api-url=" + shared.c.RouterURL,
+		"--connectivity=" + agentsandbox.ConnectivityInClusterPodIP,
 		"--kubeconfig=" + shared.c.Kubeconfig,
 		"--namespace=" + testNS,
 		"--warm-pool=" + agentsandbox.DefaultWarmPool,

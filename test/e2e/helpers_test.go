@@ -104,12 +104,14 @@ func podSummary(t testing.TB) string {
 }
 
 // newBackend returns the agent-sandbox backend in direct-URL mode against
-// the real sandbox-router.
+// the real sandbox-router; commands reach the pod's process API at its pod
+// IP (this host is on the pod network).
 func newBackend(ctx context.Context, t testing.TB) *agentsandbox.Backend {
 	t.Helper()
 	b, err := agentsandbox.New(ctx, agentsandbox.Options{
 		Namespace:    testNS,
 		APIURL:       shared.c.RouterURL,
+		Connectivity: agentsandbox.ConnectivityInClusterPodIP,
 		RestConfig:   shared.c.REST,
 		ReadyTimeout: 90 * time.Second,
 	})
