@@ -2,6 +2,7 @@ package agentsandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -180,5 +181,34 @@ func TestHealthAndMetadata(t *testing.T) {
 	}
 	if _, ok := md.Env["SANDBOX_API_TOKEN"]; ok {
 		t.Errorf("Metadata shows a secret-looking variable: %v", md.Env)
+	}
+}
+
+// TestSessionExecuteStreamOverBackend: the Session API the MCP server and
+// the demo (--live) use streams on this backend as it does locally.
+func TestSessionExecuteStreamOverBackend(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	b := newBackend(t, c, newRouter(t), nil)
+	ctx := t.Context()
+	s, err := goruntime.Open(ctx, b, goruntime.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	start := time.Now()
+	var first time.Duration
+	res, err := s.ExecuteStream(ctx, goruntime.Request{Command: "echo early; sleep 1; echo late >&2"}, func(c goruntime.Chunk) {
+		if first == 0 {
+			first = time.Since(start)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "early\n" || res.Stderr != "late\n" {
+		t.Fatalf("ExecuteStream = %+v", res)
+	}
+	if total := time.Since(start); first == 0 || total-first < 500*time.Millisecond {
+		t.Fatalf("first chunk at %s of %s: not streamed", first, total)
 	}
 }
