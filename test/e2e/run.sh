@@ -14,12 +14,21 @@
 #   E2E_CLAIMS   claims the latency benchmark makes (default 12)
 #   E2E_TIMEOUT  go test -timeout (default 20m)
 #   E2E_KEEP=1   keep the work directory (logs) even when everything passed
-#   E2E_CACHE_DIR  where build-tools.sh caches binaries (default .cache/e2e-bin)
+#   E2E_CACHE_DIR  where built tools and the seed cache live (default
+#                  /var/cache/go-runtime-sandbox/e2e-bin when writable, so CI's
+#                  fresh clones reuse them; else .cache/e2e-bin in the repo)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+if [[ -z ${E2E_CACHE_DIR:-} ]]; then
+	E2E_CACHE_DIR=/var/cache/go-runtime-sandbox/e2e-bin
+	if ! mkdir -p "$E2E_CACHE_DIR" 2>/dev/null || [[ ! -w $E2E_CACHE_DIR ]]; then
+		E2E_CACHE_DIR="$repo/.cache/e2e-bin"
+	fi
+fi
+export E2E_CACHE_DIR
 
 t_start=$(date +%s)
 if ! command -v etcd >/dev/null 2>&1; then
