@@ -84,7 +84,7 @@ func TestStreamFirstChunkDirect(t *testing.T) {
 // pod for commands).
 func TestStreamFirstChunkPortForward(t *testing.T) {
 	if !realKubelet(t) {
-		t.Skip("port-forward needs a real kubelet: this cluster's node is the stand-in process node (test/e2e/processnode), which serves no pods/portforward; the real-node e2e (issue 11) runs this test")
+		t.Skip("port-forward needs a real kubelet: this cluster's node is the stand-in process node (test/e2e/processnode), which serves no pods/portforward; test/e2enode (make e2e-node) runs TestStreamFirstChunk on a real kubelet")
 	}
 	streamFirstChunk(t, agentsandbox.Options{Connectivity: agentsandbox.ConnectivityPortForward})
 }
