@@ -246,7 +246,8 @@ func (b *Backend) preflight(ctx context.Context) error {
 		b.opts.Logger.WarnContext(ctx, "warm pool has no ready sandboxes; the claim waits for a cold start",
 			"warm_pool", pool, "namespace", ns, "replicas", wp.Status.Replicas)
 	}
-	if b.opts.Mode() == "port-forward" {
+	inCluster := b.opts.Connectivity == ConnectivityInClusterPodIP || b.opts.Connectivity == ConnectivityInClusterService
+	if b.opts.Mode() == "port-forward" && !inCluster { // in-cluster, the SDK dials the pod, not the router
 		if err := b.checkRouter(ctx); err != nil {
 			return err
 		}
