@@ -224,7 +224,6 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--service-account-private-key-file="+saKey,
-		"--controllers=*,-serviceaccount-token,-bootstrapsigner,-tokencleaner",
 		"--v=1")
 	if err != nil {
 		return err
