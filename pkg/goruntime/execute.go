@@ -37,6 +37,10 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	if err := ValidateEnv(req.Env); err != nil {
 		return nil, err
 	}
+	env, terr := s.toolchainEnv(ctx, req.GoVersion, raceEnv(req.Command, req.Env))
+	if terr != nil {
+		return nil, terr
+	}
 	s.run.Lock()
 	defer s.run.Unlock()
 	if s.closed.Load() {
@@ -56,7 +60,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	}
 	// The backend bounds the call: it knows its transport and waits a
 	// grace past the timeout for the partial output (see Sandbox.Exec).
-	ereq := ExecRequest{Command: req.Command, Env: req.Env, Timeout: timeout}
+	ereq := ExecRequest{Command: req.Command, Env: env, Timeout: timeout}
 
 	start := time.Now()
 	var (
@@ -82,6 +86,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 		StderrTruncated: er.StderrTruncated,
 		Outcome:         Classify(req.Command, er),
 	}
+	s.analyze(ctx, req, er, res)
 	res.Stdout, res.StdoutElided = HeadTail(er.Stdout, s.opts.HeadBytes, s.opts.TailBytes)
 	res.Stderr, res.StderrElided = HeadTail(er.Stderr, s.opts.HeadBytes, s.opts.TailBytes)
 	res.StdoutTruncated = res.StdoutTruncated || res.StdoutElided > 0

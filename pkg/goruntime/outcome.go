@@ -41,8 +41,9 @@ var (
 	// The last line go run prints when the program it built exits non-zero:
 	// the build succeeded, so the output before it is the program's own.
 	goRunExitRE = regexp.MustCompile(`(?m)^exit status \d+\n?\z`)
-	// --- FAIL: TestX, or a FAIL line from go test's package summary.
-	testFailRE = regexp.MustCompile(`(?m)^(--- FAIL: |FAIL\s|FAIL$)`)
+	// --- FAIL: TestX, or a FAIL line from go test's package summary, or
+	// a fail event of go test -json.
+	testFailRE = regexp.MustCompile(`(?m)^(--- FAIL: |FAIL\s|FAIL$)|"Action":"fail"`)
 	// panic: ..., fatal error: ... at the start of a line.
 	panicRE = regexp.MustCompile(`(?m)^(panic: |fatal error: )`)
 	// go: errors before building (module resolution, go.mod).

@@ -33,6 +33,20 @@ type Request struct {
 	Timeout time.Duration
 	// Env adds to the command's environment.
 	Env map[string]string
+
+	// GoVersion names the Go toolchain the command's go runs, e.g.
+	// "1.25.9" (or "go1.25.9"); empty means the sandbox's own. Other
+	// versions come from golang.org/toolchain modules provisioned on the
+	// host (cmd/toolchains; docs/go-aware.md) and resolve offline; one the
+	// sandbox does not have is refused with ErrToolchainUnavailable,
+	// listing those it has. The first command with a version unpacks it
+	// in the sandbox (about 250 MB, a few seconds) and its first build
+	// compiles the standard library.
+	GoVersion string
+
+	// eventsAsText: Command prints a go test JSON event stream; return
+	// its text as Stdout (Session.Test).
+	eventsAsText bool
 }
 
 // Result is what one Execute produced.
@@ -55,6 +69,25 @@ type Result struct {
 	StdoutElided, StderrElided int
 	// Outcome classifies the run from the exit code and the go tool's output.
 	Outcome Outcome
+
+	// Diagnostics are the findings the go tool printed, parsed from the
+	// whole output (before the head+tail window): compile and type errors
+	// when a build failed, go vet's findings, gofmt -d's differences,
+	// failing tests' t.Error positions. Paths are relative to /app. At
+	// most 500; Stdout and Stderr still hold the raw text.
+	Diagnostics []Diagnostic
+	// Tests are the tests and subtests of a go test command, in the order
+	// they ran (at most 2000; each Output cut to 4 KiB head + 4 KiB tail).
+	// With -json in the command they come from its event stream; otherwise
+	// from the go tool's test2json run over its text in the sandbox, so a
+	// plain `go test` (no -v) lists only the tests it printed (failures),
+	// and `go test -v` lists them all. The command itself is not changed:
+	// Stdout is what it printed. Session.Test lists every test.
+	Tests []TestResult
+	// Benchmarks are the benchmark result lines of a go test -bench run.
+	Benchmarks []Benchmark
+	// Coverage is each package's statement coverage of a go test -cover run.
+	Coverage []Coverage
 }
 
 // Options tune a Session. The zero value gives the defaults.

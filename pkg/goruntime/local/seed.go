@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,7 +115,48 @@ func BenchmarkSeed(b *testing.B) {
 }
 `
 	helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
+	// raceTest is built with -race (and cgo, which the race detector
+	// needs): the race-instrumented runtime, testing and what most tests
+	// import. Smaller than seedMain: each race package costs a compile.
+	raceTest = `package race
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 )
+
+var _ = []any{bytes.NewReader, context.Background, json.Marshal, errors.New, fmt.Sprint, os.Exit,
+	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64), time.Now}
+
+func TestSeed(t *testing.T) {}
+`
+)
+
+// raceCapable reports whether a sandbox can use the race detector: it
+// needs cgo, so a C compiler under the host's /usr (bound into every
+// sandbox). The seed then holds the race variant of the standard library.
+func raceCapable() bool {
+	p, err := exec.LookPath("gcc")
+	if err != nil {
+		return false
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return strings.HasPrefix(p, "/usr/")
+}
 
 // seedKey names a seed by what its build depends on.
 func seedKey(goroot string) (string, error) {
@@ -128,7 +170,7 @@ func seedKey(goroot string) (string, error) {
 		return "", fmt.Errorf("find go command: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v1", goroot, v, goBin.Size(), goBin.ModTime().UTC())
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v2\x00race=%v", goroot, v, goBin.Size(), goBin.ModTime().UTC(), raceCapable())
 	return v + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -214,6 +256,15 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	if err := os.WriteFile(filepath.Join(hello, "main.go"), []byte(helloMain), 0o644); err != nil {
 		return err
 	}
+	race := filepath.Join(work, "race")
+	if err := os.MkdirAll(race, 0o755); err != nil {
+		return err
+	}
+	for name, body := range map[string]string{"go.mod": "module race\n\ngo 1.24\n", "race_test.go": raceTest} {
+		if err := os.WriteFile(filepath.Join(race, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
 	// The same environment the sandbox's go command sees, except for
 	// where the caches and temporary files live (which are not part of
 	// any action ID).
@@ -234,11 +285,24 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		dir  string
 		args []string
 		what string
+		env  []string
 	}{
-		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run"},
-		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build"},
-		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test"},
-		{src, []string{"vet", "."}, "analysing the standard packages for go vet"},
+		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run", nil},
+		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
+		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
+		{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
+		{src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
+		// go tool test2json is built on first use since Go 1.24; the
+		// session runs it over go test's text for per-test results.
+		{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
+	}
+	if raceCapable() {
+		steps = append(steps, struct {
+			dir  string
+			args []string
+			what string
+			env  []string
+		}{race, []string{"test", "-count=1", "-race", "."}, "compiling the race-instrumented runtime for go test -race", []string{"CGO_ENABLED=1"}})
 	}
 	compiled := 0
 	for i, st := range steps {
@@ -246,7 +310,7 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		report(p)
 		cmd := exec.CommandContext(ctx, goCmd, st.args...)
 		cmd.Dir = st.dir
-		cmd.Env = runEnv
+		cmd.Env = slices.Concat(runEnv, st.env)
 		out := &packageCounter{want: want, onPackage: func() {
 			compiled++
 			p.Done = min(compiled, len(want))

@@ -1,0 +1,239 @@
+package goruntime
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/gotool"
+)
+
+// The Go-aware results, declared in package gotool (which parses the go
+// command's output) and named here so callers need one import.
+type (
+	// Diagnostic is one compiler, vet, gofmt or test finding at a file
+	// position; File is relative to /app.
+	Diagnostic = gotool.Diagnostic
+	// DiagnosticSource names the tool behind a Diagnostic.
+	DiagnosticSource = gotool.Source
+	// TestResult is one test or subtest of a go test run.
+	TestResult = gotool.TestResult
+	// TestStatus is pass, fail or skip.
+	TestStatus = gotool.TestStatus
+	// Benchmark is one parsed benchmark result line.
+	Benchmark = gotool.Benchmark
+	// Coverage is one package's statement coverage.
+	Coverage = gotool.Coverage
+)
+
+// Diagnostic sources and test statuses, see package gotool.
+const (
+	SourceCompile = gotool.SourceCompile
+	SourceVet     = gotool.SourceVet
+	SourceGofmt   = gotool.SourceGofmt
+	SourceTest    = gotool.SourceTest
+
+	TestPass = gotool.TestPass
+	TestFail = gotool.TestFail
+	TestSkip = gotool.TestSkip
+)
+
+// WorkDir is the directory commands run in inside every sandbox;
+// diagnostics' paths are relative to it.
+const WorkDir = "/app"
+
+// Caps on the Go-aware fields of one Result, so a run printing thousands
+// of errors or tests cannot blow up a caller's memory or an MCP reply.
+const (
+	maxDiagnostics  = 500
+	maxTests        = 2000
+	maxTestOutput   = 4 << 10 // head and tail of each test's Output, each
+	test2jsonTimout = time.Minute
+)
+
+var (
+	gofmtDiffRE = regexp.MustCompile(`(?:^|[\s;&|(])gofmt\s+(?:-\S+\s+)*-[a-z]*d`)
+	goVetRE     = regexp.MustCompile(`(?:^|[\s;&|(])(?:\S*/)?go\s+vet(?:\s|$)`)
+)
+
+// analyze fills res's Go-aware fields from the command's whole output.
+// What it cannot work out (test2json failing, go.mod unreadable) it logs
+// and leaves out: the run's own result stands.
+func (s *Session) analyze(ctx context.Context, req Request, er *ExecResult, res *Result) {
+	command := req.Command
+	if !usesGoTool(command) && !strings.Contains(command, "gofmt") {
+		return
+	}
+	var diags []Diagnostic
+	if gofmtDiffRE.MatchString(command) {
+		diags = append(diags, gotool.ParseGofmtDiff(er.Stdout, WorkDir)...)
+	}
+	isTest := gotool.IsGoTest(command)
+	if isTest {
+		rep := s.analyzeTests(ctx, er, res)
+		if req.eventsAsText && rep != nil && rep.Events > 0 {
+			// Session.Test: the caller asked for results, not JSON.
+			er.Stdout = rep.Text
+			er.Stderr = rep.BuildOutput + er.Stderr
+		}
+		diags = append(diags, res.Diagnostics...)
+		for _, t := range res.Tests {
+			if t.Status == TestFail {
+				diags = append(diags, gotool.TestDiagnostics(res.Tests, s.packageDirs(ctx))...)
+				break
+			}
+		}
+	}
+	// stderr holds the go tool's findings when it says the build failed,
+	// and for go vet, gofmt and go test (whose test binaries write to
+	// stdout). A program's own stderr (go run whose program failed) is
+	// not parsed: its log lines can look like findings.
+	switch {
+	case res.Outcome == OutcomeBuildFailed, isTest && er.ExitCode != 0:
+		diags = append(diags, gotool.ParseBuildOutput(er.Stderr, SourceCompile, WorkDir)...)
+	case goVetRE.MatchString(command) && er.ExitCode != 0:
+		diags = append(diags, gotool.ParseBuildOutput(er.Stderr, SourceVet, WorkDir)...)
+	case strings.Contains(command, "gofmt") && er.ExitCode != 0:
+		diags = append(diags, gotool.ParseBuildOutput(er.Stderr, SourceGofmt, WorkDir)...)
+	}
+	res.Diagnostics = capDiagnostics(dedupe(diags))
+}
+
+// analyzeTests fills Tests, Benchmarks and Coverage of a go test run: from
+// its stdout when that is already the JSON event stream (-json), else by
+// running the go tool's test2json over each package's text inside the
+// sandbox (the conversion never sees the host).
+func (s *Session) analyzeTests(ctx context.Context, er *ExecResult, res *Result) *gotool.TestReport {
+	var rep *gotool.TestReport
+	if gotool.LooksLikeTestEvents(er.Stdout) {
+		rep = gotool.ParseTestEvents([]byte(er.Stdout))
+	} else {
+		parts := gotool.SplitTestOutput(er.Stdout)
+		if len(parts) == 0 {
+			return nil
+		}
+		stream, err := s.test2json(ctx, parts)
+		if err != nil {
+			s.opts.Logger.WarnContext(ctx, "per-test results unavailable", "sandbox", s.sb.ID(), "err", err)
+			return nil
+		}
+		rep = gotool.ParseTestEvents(stream)
+	}
+	s.setTestReport(rep, res)
+	return rep
+}
+
+func (s *Session) setTestReport(rep *gotool.TestReport, res *Result) {
+	tests := rep.Tests
+	if len(tests) > maxTests {
+		tests = tests[:maxTests]
+	}
+	for i := range tests {
+		tests[i].Output, _ = HeadTail(tests[i].Output, maxTestOutput, maxTestOutput)
+	}
+	res.Tests = tests
+	res.Benchmarks = rep.Benchmarks
+	res.Coverage = rep.Coverage
+	if rep.BuildOutput != "" {
+		res.Diagnostics = append(res.Diagnostics, gotool.ParseBuildOutput(rep.BuildOutput, SourceCompile, WorkDir)...)
+	}
+}
+
+// test2json converts go test's text, one piece per package, into the JSON
+// event stream with `go tool test2json -p <package>`, run in the sandbox
+// from a private temporary directory.
+func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) ([]byte, error) {
+	files := make([]File, len(parts))
+	for i, p := range parts {
+		files[i] = File{Path: fmt.Sprintf("part%d", i), Data: []byte(p.Text)}
+	}
+	archive, err := Archive(files)
+	if err != nil {
+		return nil, err
+	}
+	name := ".goruntime-test2json-" + randomHex(8) + ".tar"
+	if err := s.sb.WriteFile(ctx, name, strings.NewReader(string(archive))); err != nil {
+		return nil, fmt.Errorf("upload go test output: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `d=$(mktemp -d) || exit 1; tar -xf %s -C "$d"; rc=$?; rm -f %s; [ $rc = 0 ] || exit $rc; cd "$d" || exit 1`, name, name)
+	for i, p := range parts {
+		fmt.Fprintf(&b, "\ngo tool test2json -p %s < part%d", ShellQuote(p.Package), i)
+	}
+	b.WriteString("\ncd / && rm -rf \"$d\"")
+	er, err := s.sb.Exec(ctx, ExecRequest{Command: b.String(), Timeout: test2jsonTimout})
+	if err != nil {
+		return nil, fmt.Errorf("go tool test2json: %w", err)
+	}
+	if er.ExitCode != 0 {
+		return nil, fmt.Errorf("go tool test2json: exit %d: %s", er.ExitCode, clip.String(er.Stderr, 300))
+	}
+	return []byte(er.Stdout), nil
+}
+
+// packageDirs returns a mapping from import path to directory relative to
+// /app, from /app/go.mod's module path; nil when there is none.
+func (s *Session) packageDirs(ctx context.Context) func(string) string {
+	data, err := s.sb.ReadFile(ctx, "go.mod")
+	if err != nil {
+		return nil
+	}
+	mod := modfile.ModulePath(data)
+	return func(pkg string) string { return gotool.DirOfPackage(mod, pkg) }
+}
+
+func dedupe(ds []Diagnostic) []Diagnostic {
+	type key struct {
+		file         string
+		line, column int
+		message      string
+	}
+	seen := map[key]bool{}
+	out := ds[:0]
+	for _, d := range ds {
+		k := key{d.File, d.Line, d.Column, d.Message}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}
+
+func capDiagnostics(ds []Diagnostic) []Diagnostic {
+	if len(ds) > maxDiagnostics {
+		return ds[:maxDiagnostics]
+	}
+	return ds
+}
+
+// raceRE finds the race detector flag in a go command line.
+var raceRE = regexp.MustCompile(`(?:^|\s)-race(?:=true)?(?:\s|$)`)
+
+// raceEnv turns cgo on for a command using the race detector (which
+// needs it; sandboxes build with CGO_ENABLED=0 by default) unless env
+// sets CGO_ENABLED itself.
+func raceEnv(command string, env map[string]string) map[string]string {
+	if _, set := env["CGO_ENABLED"]; set || !usesGoTool(command) || !raceRE.MatchString(command) {
+		return env
+	}
+	out := make(map[string]string, len(env)+1)
+	maps.Copy(out, env)
+	out["CGO_ENABLED"] = "1"
+	return out
+}
+
+// ShellQuote quotes s as one word for /bin/sh.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@,+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
