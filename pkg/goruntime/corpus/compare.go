@@ -3,7 +3,11 @@ package corpus
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // WorkDir is the sandbox's work directory; the oracle's directory is
@@ -89,6 +93,41 @@ func Compare(c Case, want Observed, hostDir string, got Observed) []Mismatch {
 	if c.CompareStderr {
 		if d := Diff(Normalize(want.Stderr, hostDir), Normalize(got.Stderr, "")); d != "" {
 			ms = append(ms, Mismatch{"stderr", d})
+		}
+	}
+	return append(ms, CompareGoAware(c, got)...)
+}
+
+// CompareGoAware checks the sandbox run's Go-aware results against what
+// c's spec wants (diagnostic:, test:, benchmark: lines).
+func CompareGoAware(c Case, got Observed) []Mismatch {
+	var ms []Mismatch
+	for _, w := range c.WantDiagnostics {
+		pos, src, _ := strings.Cut(w, " ")
+		parts := strings.Split(pos, ":")
+		found := slices.ContainsFunc(got.Diagnostics, func(d goruntime.Diagnostic) bool {
+			if d.File != parts[0] || string(d.Source) != src || strconv.Itoa(d.Line) != parts[1] {
+				return false
+			}
+			return len(parts) < 3 || parts[2] == "0" || strconv.Itoa(d.Column) == parts[2]
+		})
+		if !found {
+			ms = append(ms, Mismatch{"diagnostics", fmt.Sprintf("no %s; got %v", w, got.Diagnostics)})
+		}
+	}
+	for _, w := range c.WantTests {
+		name, status, _ := strings.Cut(w, " ")
+		if !slices.ContainsFunc(got.Tests, func(t goruntime.TestResult) bool { return t.Name == name && string(t.Status) == status }) {
+			var have []string
+			for _, t := range got.Tests {
+				have = append(have, t.Name+" "+string(t.Status))
+			}
+			ms = append(ms, Mismatch{"tests", fmt.Sprintf("no %s; got %q", w, have)})
+		}
+	}
+	for _, w := range c.WantBenchmarks {
+		if !slices.ContainsFunc(got.Benchmarks, func(b goruntime.Benchmark) bool { return b.Name == w && b.NsPerOp > 0 }) {
+			ms = append(ms, Mismatch{"benchmarks", fmt.Sprintf("no %s with ns/op; got %+v", w, got.Benchmarks)})
 		}
 	}
 	return ms

@@ -59,6 +59,10 @@ type Case struct {
 	WantOutcome goruntime.Outcome
 	// Slow marks cases run only on request (they take tens of seconds).
 	Slow bool
+	// WantDiagnostics, WantTests and WantBenchmarks are Go-aware results
+	// the sandbox run must report, as the spec gives them ("file:line:col
+	// source", "name status", "name").
+	WantDiagnostics, WantTests, WantBenchmarks []string
 }
 
 // Script returns the command line both the oracle and the sandbox run:
@@ -139,7 +143,7 @@ func ParseSpec(name string, data []byte) (Case, error) {
 			return bad(n, "want \"key: value\", got %q", line)
 		}
 		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		if seen[key] && key != "env" {
+		if seen[key] && key != "env" && key != "diagnostic" && key != "test" && key != "benchmark" {
 			return bad(n, "%s given twice", key)
 		}
 		seen[key] = true
@@ -201,6 +205,23 @@ func ParseSpec(name string, data []byte) (Case, error) {
 				return bad(n, "unknown outcome %q", val)
 			}
 			c.WantOutcome = o
+		case "diagnostic":
+			f := strings.Fields(val)
+			if len(f) != 2 || strings.Count(f[0], ":") < 1 {
+				return bad(n, "diagnostic %q is not \"file:line[:col] source\"", val)
+			}
+			c.WantDiagnostics = append(c.WantDiagnostics, val)
+		case "test":
+			f := strings.Fields(val)
+			if len(f) != 2 || !slices.Contains([]string{"pass", "fail", "skip"}, f[1]) {
+				return bad(n, "test %q is not \"name pass|fail|skip\"", val)
+			}
+			c.WantTests = append(c.WantTests, val)
+		case "benchmark":
+			if val == "" || strings.ContainsAny(val, " \t") {
+				return bad(n, "benchmark %q is not a benchmark name", val)
+			}
+			c.WantBenchmarks = append(c.WantBenchmarks, val)
 		case "slow":
 			b, err := strconv.ParseBool(val)
 			if err != nil {

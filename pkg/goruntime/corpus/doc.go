@@ -16,6 +16,11 @@
 //	exit:    the exit code the oracle must produce (required)
 //	outcome: the goruntime.Outcome the oracle must produce (required)
 //	slow:    "true" to run only when slow cases are asked for
+//	diagnostic: "file:line[:col] source" the sandbox's Result.Diagnostics
+//	         must hold (repeatable; col 0 or absent matches any column)
+//	test:    "name status" the sandbox's Result.Tests must hold (repeatable)
+//	benchmark: a benchmark name the sandbox's Result.Benchmarks must hold,
+//	         with a positive ns/op (repeatable)
 //
 // Blank lines and lines starting with "#" are ignored. Every other file in
 // the directory is shipped to the sandbox under the same relative path.

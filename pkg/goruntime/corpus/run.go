@@ -22,6 +22,10 @@ type Observed struct {
 	ExitCode       int
 	Outcome        goruntime.Outcome
 	Duration       time.Duration
+	// Go-aware results of a sandbox run (empty for the oracle).
+	Diagnostics []goruntime.Diagnostic
+	Tests       []goruntime.TestResult
+	Benchmarks  []goruntime.Benchmark
 }
 
 // HostGoEnv is what the oracle adds to the host's environment, to match
@@ -144,6 +148,10 @@ func RunSession(ctx context.Context, s *goruntime.Session, c Case) (Observed, er
 		ExitCode: res.ExitCode,
 		Outcome:  res.Outcome,
 		Duration: res.Duration,
+
+		Diagnostics: res.Diagnostics,
+		Tests:       res.Tests,
+		Benchmarks:  res.Benchmarks,
 	}, nil
 }
 

@@ -1,0 +1,3 @@
+module example.com/f
+
+go 1.24

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"fmt"
+
+	"example.com/m/internal/calc"
+)
+
+func main() { fmt.Println(calc.Add(1, 2)) }

@@ -1,0 +1,3 @@
+module example.com/v
+
+go 1.24

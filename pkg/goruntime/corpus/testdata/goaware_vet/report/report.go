@@ -1,0 +1,7 @@
+package report
+
+import "fmt"
+
+func Print() {
+	fmt.Printf("%d\n", "not a number")
+}
