@@ -54,7 +54,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 			}
 		}
 		prog.say("running " + clip.String(in.Command, 80))
-		req := goruntime.Request{Files: files, Command: in.Command, Timeout: timeout}
+		req := goruntime.Request{Files: files, Command: in.Command, Timeout: timeout, GoVersion: in.GoVersion}
 		var err error
 		if prog.active() {
 			res, err = sess.ExecuteStream(ctx, req, prog.chunk)
@@ -67,7 +67,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	})
 	if err != nil {
 		s.log.Warn("run_go_code failed", "command", clip.String(in.Command, 120), "err", err)
-		return nil, RunOutput{}, describe(err)
+		return nil, RunOutput{}, describeToolchain(describe(err))
 	}
 	out := RunOutput{
 		ExitCode:          res.ExitCode,
@@ -83,6 +83,8 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		SandboxID:         sbID,
 		NewSandbox:        reaped > 0,
 	}
+	out.Diagnostics, out.DiagnosticsLeft = mcpDiagnostics(res.Diagnostics)
+	out.Tests, out.TestsLeft = mcpTests(res.Tests)
 	text := formatRun(out, timeout, reaped)
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
@@ -109,6 +111,7 @@ func formatRun(o RunOutput, timeout, reaped time.Duration) string {
 	}
 	writeStream(&b, "stdout", o.Stdout, o.StdoutTruncated, o.StdoutElidedBytes)
 	writeStream(&b, "stderr", o.Stderr, o.StderrTruncated, o.StderrElidedBytes)
+	formatGoAware(&b, o.Diagnostics, o.DiagnosticsLeft, o.Tests, o.TestsLeft)
 	return strings.TrimRight(b.String(), "\n")
 }
 

@@ -17,15 +17,17 @@ command runs with /bin/sh -c in /app (pipes, && and ; work). Examples:
 - a module with packages: files {"go.mod": "module example.com/app\n\ngo 1.24\n", "main.go": ..., "greet/greet.go": ...}, command "go run ."
 - build once, run many times: "go build -o app . && ./app", then in a later call just "./app -n 3"
 - tests: "go test ./..." or "go test -run TestParse -v ./parser"; a package holding only _test.go files needs go test, not go run
-- checks: "go vet ./...", "gofmt -l ."
+- checks: "go vet ./...", "gofmt -l ." (or the check_go_code tool)
+- another Go release: go_version "1.25.9"
 
-A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, memory_limit, process_limit, file_size_limit, output_limit): read stderr, fix, call again. isError is true whenever outcome is not ok, also when a command that ran into a sandbox limit exited 0. Compile errors read file:line:col: message in stderr. Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
+A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, memory_limit, process_limit, file_size_limit, output_limit): read stderr, fix, call again. isError is true whenever outcome is not ok, also when a command that ran into a sandbox limit exited 0. Compile errors read file:line:col: message in stderr; the result also lists them as diagnostics (file, line, column, message, source: compile, vet, gofmt, test), and a go test run lists its tests (package, name, status: pass, fail, skip, elapsed_ms, output). Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
 
 // RunInput is run_go_code's input.
 type RunInput struct {
 	Files          map[string]string `json:"files,omitempty" jsonschema:"files to write under /app before the command runs: relative path (may contain /) to full content; existing files are overwritten"`
 	Command        string            `json:"command" jsonschema:"shell command run with /bin/sh -c in /app, e.g. go run . or go test ./..."`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds; default 60"`
+	GoVersion      string            `json:"go_version,omitempty" jsonschema:"Go release the command's go runs, e.g. 1.25.9; default the sandbox's own. An unavailable version is an error listing the available ones"`
 }
 
 // RunOutput is run_go_code's structured result.
@@ -42,6 +44,11 @@ type RunOutput struct {
 	StderrElidedBytes int    `json:"stderr_elided_bytes" jsonschema:"bytes of stderr left out between head and tail"`
 	SandboxID         string `json:"sandbox_id" jsonschema:"the sandbox that ran the command"`
 	NewSandbox        bool   `json:"new_sandbox,omitempty" jsonschema:"this call started a fresh sandbox because the earlier one was closed for being idle: files from earlier calls are gone"`
+	// Go-aware results (goaware.go), always present, possibly empty.
+	Diagnostics     []Diagnostic `json:"diagnostics" jsonschema:"compile, vet, gofmt and test findings the go tool printed, with file (relative to /app), line and column"`
+	DiagnosticsLeft int          `json:"diagnostics_left_out,omitempty" jsonschema:"findings beyond the ones listed"`
+	Tests           []TestResult `json:"tests" jsonschema:"per-test results of a go test command (every test with -v or -json; only the failures of a plain go test, which prints nothing for passing tests)"`
+	TestsLeft       int          `json:"tests_left_out,omitempty" jsonschema:"tests beyond the ones listed (failures are listed first)"`
 }
 
 // outcomes lists every goruntime.Outcome for the output schema's enum.

@@ -19,6 +19,7 @@ func (s *Server) addTools() {
 		panic(fmt.Sprintf("mcpserver: output schema of run_go_code: %v", err)) // a programming error in RunOutput
 	}
 	runOut.Properties["outcome"].Enum = outcomes
+	enumGoAware(runOut)
 	runIn, err := jsonschema.For[RunInput](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: input schema of run_go_code: %v", err))
@@ -76,6 +77,8 @@ func (s *Server) addTools() {
 			OpenWorldHint:   ptr(false),
 		},
 	}, s.resetSandbox)
+
+	s.addGoAwareTools()
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%gs", d.Seconds()) }

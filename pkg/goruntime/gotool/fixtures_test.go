@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,19 @@ func normalize(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// normalizeLines normalizes want lines for comparison across runs.
+func normalizeLines(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		l = normDurRE.ReplaceAllString(l, "D")
+		l = normGorRE.ReplaceAllString(l, "goroutine N")
+		l = normHexRE.ReplaceAllString(l, "0xX")
+		out[i] = l
+	}
+	slices.Sort(out) // packages build in parallel, in any order
+	return out
+}
+
 func needsCgo(f *fixture) bool { return strings.Contains(f.sect["env"], "CGO_ENABLED=1") }
 
 func hostCanRun(t *testing.T, f *fixture) {
@@ -192,9 +206,24 @@ func TestFixturesMatchHostGo(t *testing.T) {
 			if got, want := strconv.Itoa(exit), strings.TrimSpace(f.sect["exit"]); got != want {
 				t.Errorf("exit code %s, recorded %s (stderr: %s)", got, want, stderr)
 			}
-			for _, s := range []struct{ name, got string }{{"stdout", stdout}, {"stderr", stderr}} {
-				if g, w := normalize(s.got), normalize(f.sect[s.name]); g != w {
-					t.Errorf("%s differs from the recording (re-record with go test -update ./pkg/goruntime/gotool):\n--- host go now\n%s\n--- recorded\n%s", s.name, g, w)
+			// What the parsers make of the host's output now must be what
+			// the fixture wants.
+			fresh := *f
+			fresh.sect = maps.Clone(f.sect)
+			fresh.sect["stdout"], fresh.sect["stderr"] = stdout, stderr
+			got := normalizeLines(fresh.parse(t))
+			want := normalizeLines(strings.Split(strings.TrimSpace(f.sect["want"]), "\n"))
+			if !slices.Equal(got, want) {
+				t.Errorf("parsing the host go's output now gives:\n%s\nthe fixture wants:\n%s\n(re-record with go test -update ./pkg/goruntime/gotool)",
+					strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			// Test runs vary in timing and interleaving; the go
+			// command's build and gofmt output must match as recorded.
+			if mode := strings.Fields(f.sect["parse"])[0]; mode == "build" || mode == "gofmt" {
+				for _, s := range []struct{ name, got string }{{"stdout", stdout}, {"stderr", stderr}} {
+					if g, w := normalize(s.got), normalize(f.sect[s.name]); g != w {
+						t.Errorf("%s differs from the recording (re-record with go test -update ./pkg/goruntime/gotool):\n--- host go now\n%s\n--- recorded\n%s", s.name, g, w)
+					}
 				}
 			}
 		})
@@ -245,7 +274,11 @@ func (f *fixture) parse(t *testing.T) []string {
 	}
 	report := func(r *TestReport) {
 		for _, tr := range r.Tests {
-			lines = append(lines, fmt.Sprintf("test %s %s %s %q", tr.Status, tr.Package, tr.Name, strings.TrimSpace(tr.Output)))
+			out := strings.TrimSpace(tr.Output)
+			if strings.HasPrefix(tr.Name, "Benchmark") {
+				out = "(measurements)"
+			}
+			lines = append(lines, fmt.Sprintf("test %s %s %s %q", tr.Status, tr.Package, tr.Name, out))
 		}
 		for _, b := range r.Benchmarks {
 			lines = append(lines, fmt.Sprintf("bench %s %s ns/op>0=%v B/op=%v allocs/op=%v", b.Package, b.Name, b.NsPerOp > 0,

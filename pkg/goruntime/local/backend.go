@@ -40,6 +40,7 @@ type Backend struct {
 	refilling atomic.Bool // a spare-cache filler runs
 
 	pool *warmPool // sandboxes started ahead for Open (pool.go)
+	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -257,6 +258,7 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 	if b.seedDir != "" {
 		if _, err := os.Stat(filepath.Join(b.seedDir, ".complete")); err == nil {
 			b.seedMu.Unlock()
+			b.buildExtraSeed(b.seedDir)
 			return b.seedDir, nil
 		}
 	}
@@ -272,6 +274,9 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("local backend: the seed Go build cache is still being built (%s so far; once per machine and Go installation, 1-3 minutes on 2 cores); "+
 			"the build continues in the background and the next Open will reuse it: raise the open timeout (--open-timeout for mcp-server), "+
 			"or call Backend.Prepare at startup: %w", time.Since(run.start).Round(time.Second), err)
+	}
+	if run.err == nil {
+		b.buildExtraSeed(run.dir)
 	}
 	return run.dir, run.err
 }

@@ -247,7 +247,13 @@ func TestGoAwareRaceDetector(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("the race detector needs a C compiler on the host's /usr (apt-get install gcc)")
 	}
-	s := openSession(t, newBackend(t, testOptions()))
+	b := newBackend(t, testOptions())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if err := b.PrepareExtra(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := openSession(t, b)
 	fs := files("go.mod", nestedGoMod, "racy/racy_test.go", racyTest)
 	res, err := s.Test(context.Background(), goruntime.TestRequest{Files: fs, Race: true, Timeout: 5 * time.Minute})
 	if err != nil {

@@ -170,7 +170,7 @@ func seedKey(goroot string) (string, error) {
 		return "", fmt.Errorf("find go command: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v2\x00race=%v", goroot, v, goBin.Size(), goBin.ModTime().UTC(), raceCapable())
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v1", goroot, v, goBin.Size(), goBin.ModTime().UTC())
 	return v + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -183,6 +183,19 @@ func ensureSeed(ctx context.Context, stateDir, goroot string, env []string, repo
 	if err != nil {
 		return "", err
 	}
+	return ensureSeedAt(ctx, stateDir, key, goroot, env, report, false)
+}
+
+// ensureSeedExtra is ensureSeed for the extra seed (see seedextra.go).
+func ensureSeedExtra(ctx context.Context, stateDir, goroot string, env []string) (string, error) {
+	key, err := seedKey(goroot)
+	if err != nil {
+		return "", err
+	}
+	return ensureSeedAt(ctx, stateDir, key+extraSeedSuffix(), goroot, env, func(goruntime.Progress) {}, true)
+}
+
+func ensureSeedAt(ctx context.Context, stateDir, key, goroot string, env []string, report func(goruntime.Progress), extra bool) (string, error) {
 	root := filepath.Join(stateDir, "seed")
 	dir := filepath.Join(root, key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
@@ -206,7 +219,7 @@ func ensureSeed(ctx context.Context, stateDir, goroot string, env []string, repo
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil // built while we waited
 	}
-	if err := buildSeed(ctx, root, dir, goroot, env, report); err != nil {
+	if err := buildSeed(ctx, root, dir, goroot, env, report, extra); err != nil {
 		return "", fmt.Errorf("build seed Go build cache for %s: %w", goroot, err)
 	}
 	return dir, nil
@@ -229,7 +242,7 @@ func flockContext(ctx context.Context, f *os.File) error {
 	}
 }
 
-func buildSeed(ctx context.Context, root, dir, goroot string, env []string, report func(goruntime.Progress)) error {
+func buildSeed(ctx context.Context, root, dir, goroot string, env []string, report func(goruntime.Progress), extra bool) error {
 	work, err := os.MkdirTemp(root, "build-")
 	if err != nil {
 		return err
@@ -268,6 +281,15 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	// The same environment the sandbox's go command sees, except for
 	// where the caches and temporary files live (which are not part of
 	// any action ID).
+	if extra {
+		// The extra seed starts as the base seed and adds to it.
+		if err := os.Remove(cache); err != nil {
+			return err
+		}
+		if err := populateCache(strings.TrimSuffix(dir, extraSeedSuffix()), cache); err != nil {
+			return err
+		}
+	}
 	runEnv := append(append([]string{}, env...),
 		"GOCACHE="+cache, "TMPDIR="+tmp, "HOME="+work, "GOPATH="+filepath.Join(work, "gopath"))
 	goCmd := filepath.Join(goroot, "bin", "go")
@@ -290,13 +312,27 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run", nil},
 		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
 		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
-		{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
 		{src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
-		// go tool test2json is built on first use since Go 1.24; the
-		// session runs it over go test's text for per-test results.
-		{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
 	}
-	if raceCapable() {
+	if extra {
+		// What the extra seed adds; the base packages it needs are
+		// compiled again here (their cache entries are the base seed's
+		// and are skipped when linking).
+		steps = steps[:0]
+		steps = append(steps, []struct {
+			dir  string
+			args []string
+			what string
+			env  []string
+		}{
+			{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
+			// go tool test2json is built on first use since Go 1.24;
+			// the session runs it over go test's text for per-test
+			// results.
+			{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
+		}...)
+	}
+	if extra && raceCapable() {
 		steps = append(steps, struct {
 			dir  string
 			args []string
@@ -405,6 +441,7 @@ func (c *packageCounter) tail() []byte { return c.last }
 // hard links when running as root, copies otherwise (see the package
 // comment on the seed).
 func populateCache(seed, dst string) error {
+	seed = withExtra(seed)
 	link := os.Geteuid() == 0
 	err := filepath.WalkDir(seed, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
