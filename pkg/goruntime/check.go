@@ -56,7 +56,7 @@ func (s *Session) Check(ctx context.Context, r CheckRequest) (*CheckResult, erro
 	}
 	for _, p := range pkgs {
 		if strings.HasPrefix(p, "-") || p == "" {
-			return nil, fmt.Errorf("check: package pattern %q: want a package path or pattern such as ./...", p)
+			return nil, fmt.Errorf("check: package pattern %q: want a package path or a pattern such as ./... or ./cmd/app", p)
 		}
 	}
 	if len(r.Files) > 0 {

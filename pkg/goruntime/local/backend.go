@@ -39,7 +39,7 @@ type Backend struct {
 
 	refilling atomic.Bool // a spare-cache filler runs
 
-	pool *warmPool // sandboxes started ahead for Open (pool.go)
+	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
 	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
 }
 

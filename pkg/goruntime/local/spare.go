@@ -21,7 +21,10 @@ import (
 const spareCaches = 2
 
 func (b *Backend) spareDir(seed string) string {
-	return filepath.Join(b.opts.StateDir, "spare", filepath.Base(seed))
+	// Named after the seed the spares are linked from: once the extra
+	// seed is complete (seedextra.go), spares linked from the base alone
+	// are no longer claimed.
+	return filepath.Join(b.opts.StateDir, "spare", filepath.Base(withExtra(seed)))
 }
 
 // claimSpare moves a spare cache to dst and reports whether it found one.
