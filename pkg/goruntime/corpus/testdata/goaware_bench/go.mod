@@ -1,3 +1,0 @@
-module example.com/b
-
-go 1.24

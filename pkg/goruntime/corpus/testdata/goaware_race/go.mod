@@ -1,3 +1,0 @@
-module example.com/r
-
-go 1.24
