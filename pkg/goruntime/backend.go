@@ -128,7 +128,8 @@ type ExecResult struct {
 	// TimedOut reports that the deadline killed the command.
 	TimedOut bool
 	// Limit names the sandbox limit the command ran into, if the backend
-	// can tell (LimitMemory, LimitProcesses, LimitFileSize); empty otherwise.
+	// can tell (LimitMemory, LimitProcesses, LimitFileSize, LimitDisk,
+	// LimitOutput); empty otherwise.
 	Limit Limit
 	// Duration is the command's wall time as the server measured it; zero
 	// when the server does not report it.
@@ -143,6 +144,10 @@ const (
 	LimitProcesses Limit = "processes"
 	LimitFileSize  Limit = "file_size"
 	LimitOutput    Limit = "output"
+	// LimitDisk: the sandbox's writable storage ran out of its byte or
+	// inode quota (ENOSPC); the backend appends a note to Stderr naming
+	// which.
+	LimitDisk Limit = "disk"
 )
 
 // FileInfo is one directory entry as the runtime contract's List reports it.

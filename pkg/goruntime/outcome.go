@@ -29,6 +29,10 @@ const (
 	OutcomeProcessLimit Outcome = "process_limit"
 	// OutcomeFileSizeLimit: a write exceeded the sandbox's file size limit.
 	OutcomeFileSizeLimit Outcome = "file_size_limit"
+	// OutcomeDiskLimit: the sandbox's disk quota (bytes or inodes) ran
+	// out: a write or file creation failed with "no space left on
+	// device".
+	OutcomeDiskLimit Outcome = "disk_limit"
 	// OutcomeOutputLimit: the command's output exceeded the server's cap
 	// and was cut (whatever the exit code).
 	OutcomeOutputLimit Outcome = "output_limit"
@@ -61,6 +65,8 @@ func Classify(command string, r *ExecResult) Outcome {
 		return OutcomeProcessLimit
 	case r.Limit == LimitFileSize:
 		return OutcomeFileSizeLimit
+	case r.Limit == LimitDisk:
+		return OutcomeDiskLimit
 	case r.TimedOut:
 		return OutcomeTimeout
 	case r.Limit == LimitOutput, r.StdoutTruncated, r.StderrTruncated:
@@ -78,6 +84,8 @@ func Classify(command string, r *ExecResult) Outcome {
 		return OutcomeProcessLimit
 	case r.ExitCode == 153 || strings.Contains(out, "file too large"):
 		return OutcomeFileSizeLimit
+	case strings.Contains(strings.ToLower(out), "no space left on device"):
+		return OutcomeDiskLimit
 	}
 	// go run's "exit status N" trailer means the program built and ran: its
 	// own output may look like a compiler's or go test's.

@@ -12,6 +12,9 @@ func TestClassify(t *testing.T) {
 		want    Outcome
 	}{
 		{"ok", "go run .", ExecResult{Stdout: "hi\n"}, OutcomeOK},
+		{"disk limit reported", "head -c 1G /dev/zero > big", ExecResult{ExitCode: 0, Limit: LimitDisk}, OutcomeDiskLimit},
+		{"enospc", "go run .", ExecResult{ExitCode: 1,
+			Stderr: "panic: write big: no space left on device\n\ngoroutine 1 [running]:\n"}, OutcomeDiskLimit},
 		{"compile error", "go run .", ExecResult{ExitCode: 1,
 			Stderr: "# example.com/x\n./main.go:11:1: missing return\n./main.go:15:27: undefined: totl\n"}, OutcomeBuildFailed},
 		{"syntax error", "go build ./...", ExecResult{ExitCode: 1,

@@ -247,7 +247,7 @@ var knownOutcomes = []goruntime.Outcome{
 	goruntime.OutcomeOK, goruntime.OutcomeBuildFailed, goruntime.OutcomeTestFailed,
 	goruntime.OutcomePanic, goruntime.OutcomeRuntimeError, goruntime.OutcomeTimeout,
 	goruntime.OutcomeMemoryLimit, goruntime.OutcomeProcessLimit, goruntime.OutcomeFileSizeLimit,
-	goruntime.OutcomeOutputLimit,
+	goruntime.OutcomeOutputLimit, goruntime.OutcomeDiskLimit,
 }
 
 // readFiles returns every regular file under dir but the spec, keeping the

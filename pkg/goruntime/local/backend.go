@@ -37,10 +37,19 @@ type Backend struct {
 	seedDir   string
 	seedBuild *seedBuild // the build in flight, or nil
 
-	refilling atomic.Bool // a spare-cache filler runs
+	refilling      atomic.Bool // a spare-cache filler runs
+	refillingDisks atomic.Bool // a spare-disk filler runs
 
 	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
 	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
+
+	// Protections (protect.go), fixed by New.
+	layers       // seccomp filter and nested user namespace block
+	hostUID bool // each sandbox runs as a host uid of its own (hostuid.go)
+	// Where bubblewrap binds Go, the module cache and the server from:
+	// their own paths, or stagings a sandbox uid can reach (stage.go).
+	bindGoroot, bindModCache, bindServer string
+	diskQuota                            bool // each sandbox gets a disk of its own (disk.go)
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -63,11 +72,11 @@ func New(opts Options) (*Backend, error) {
 		return nil, unavailable("bubblewrap (%s) not found: %s", o.BwrapPath, installHint)
 	}
 	b.bwrap = bw
-	if out, err := exec.Command(bw, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true").CombinedOutput(); err != nil {
-		return nil, unavailable("bubblewrap cannot create namespaces here (%v: %s); allow unprivileged user namespaces "+
-			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
-			"or run outside a container that forbids them", err, strings.TrimSpace(string(out)))
+	if err := b.setupProtections(); err != nil {
+		return nil, unavailable("%v", err)
+	}
+	if out, err := probe(context.Background(), b.bwrap, b.layers, b.probeUID()); err != nil {
+		return nil, unavailable("%s", b.diagnoseProbe(context.Background(), out, err))
 	}
 
 	if o.StateDir == "" {
@@ -91,6 +100,9 @@ func New(opts Options) (*Backend, error) {
 		return nil, unavailable("%v", err)
 	}
 	if err := b.findServer(); err != nil {
+		return nil, unavailable("%v", err)
+	}
+	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
 	go b.prune(context.Background())

@@ -44,18 +44,27 @@ exec "$@"`
 
 // layout is where one sandbox's directories live on the host.
 type layout struct {
-	dir string // state/sandboxes/<id>
+	dir  string // state/sandboxes/<id>
+	disk string // where its disk is mounted (disk.go); "": no disk, everything under dir
 }
 
-func (l layout) app() string     { return filepath.Join(l.dir, "app") }
-func (l layout) home() string    { return filepath.Join(l.dir, "home") }
-func (l layout) tmp() string     { return filepath.Join(l.dir, "tmp") }
-func (l layout) run() string     { return filepath.Join(l.dir, "run") }
-func (l layout) etc() string     { return filepath.Join(l.dir, "etc") }
-func (l layout) socket() string  { return filepath.Join(l.dir, "run", socketName) }
+// data is the directory that holds the sandbox's writable storage.
+func (l layout) data() string {
+	if l.disk != "" {
+		return l.disk
+	}
+	return l.dir
+}
+
+func (l layout) app() string     { return filepath.Join(l.data(), "app") }
+func (l layout) home() string    { return filepath.Join(l.data(), "home") }
+func (l layout) tmp() string     { return filepath.Join(l.data(), "tmp") }
+func (l layout) run() string     { return filepath.Join(l.data(), "run") }
+func (l layout) etc() string     { return filepath.Join(l.data(), "etc") }
+func (l layout) socket() string  { return filepath.Join(l.run(), socketName) }
 func (l layout) meta() string    { return filepath.Join(l.dir, "sandbox.json") }
 func (l layout) log() string     { return filepath.Join(l.dir, "server.log") }
-func (l layout) gocache() string { return filepath.Join(l.dir, "home", ".cache", "go-build") }
+func (l layout) gocache() string { return filepath.Join(l.home(), ".cache", "go-build") }
 
 // sandboxEnv is the environment of the server and so of every command.
 func (b *Backend) sandboxEnv() []string {
@@ -114,8 +123,10 @@ func (b *Backend) seedEnv() []string {
 		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+b.modCache)
 }
 
-// bwrapArgs builds bubblewrap's command line for a sandbox.
-func (b *Backend) bwrapArgs(l layout) []string {
+// bwrapArgs builds bubblewrap's command line for a sandbox. Files it
+// passes by descriptor (the seccomp program, bind sources when the sandbox
+// runs as a host uid of its own) are added to x.
+func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
@@ -123,6 +134,20 @@ func (b *Backend) bwrapArgs(l layout) []string {
 		"--cap-drop", "ALL",
 		"--new-session",
 		"--clearenv",
+	}
+	prot, err := b.protectionArgs(x)
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, prot...)
+	// bind binds a path of ours. When sandboxes run as a host uid of
+	// their own, bubblewrap runs as that uid and must reach every source
+	// path: the sandbox's own directories are on its disk under runRoot,
+	// and the module cache, Go and the server are staged there when
+	// their own paths are not (stage.go).
+	bind := func(flag, src, dst string) error {
+		a = append(a, flag, src, dst)
+		return nil
 	}
 	if !b.opts.Network {
 		a = append(a, "--unshare-net")
@@ -152,32 +177,42 @@ func (b *Backend) bwrapArgs(l layout) []string {
 	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
 	if b.opts.Network {
 		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
-	} else {
-		a = append(a, "--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts")
+	} else if err := bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts"); err != nil {
+		return nil, err
 	}
 	for _, p := range etc {
 		a = append(a, "--ro-bind-try", p, p)
 	}
-	a = append(a,
-		"--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd",
-		"--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group",
-	)
+	binds := [][3]string{
+		{"--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd"},
+		{"--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group"},
+	}
 	if !strings.HasPrefix(b.goroot, "/usr/") {
-		a = append(a, "--ro-bind", b.goroot, b.goroot)
+		binds = append(binds, [3]string{"--ro-bind", b.bindGoroot, b.goroot})
 	}
 	if b.modCache != "" {
-		a = append(a, "--ro-bind", b.modCache, modCacheRO)
+		binds = append(binds, [3]string{"--ro-bind", b.bindModCache, modCacheRO})
 	} else {
 		a = append(a, "--dir", modCacheRO)
 	}
+	for _, bd := range binds {
+		if err := bind(bd[0], bd[1], bd[2]); err != nil {
+			return nil, err
+		}
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	for _, bd := range [][3]string{
+		{"--bind", l.app(), appDir},
+		{"--bind", l.home(), homeDir},
+		{"--bind", l.tmp(), "/tmp"},
+		{"--bind", l.run(), runDir},
+		{"--ro-bind", b.bindServer, serverBin},
+	} {
+		if err := bind(bd[0], bd[1], bd[2]); err != nil {
+			return nil, err
+		}
+	}
 	a = append(a,
-		"--proc", "/proc",
-		"--dev", "/dev",
-		"--bind", l.app(), appDir,
-		"--bind", l.home(), homeDir,
-		"--bind", l.tmp(), "/tmp",
-		"--bind", l.run(), runDir,
-		"--ro-bind", b.server, serverBin,
 		"--remount-ro", "/",
 		"--chdir", appDir,
 		"--",
@@ -188,7 +223,7 @@ func (b *Backend) bwrapArgs(l layout) []string {
 		"--base-dir", appDir,
 		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
 	)
-	return a
+	return a, nil
 }
 
 // writeEtc writes the sandbox's own passwd, group and hosts files.

@@ -56,6 +56,12 @@ func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal in
 func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *goruntime.ExecResult, signal int) {
 	cg := &s.meta.Cgroup
 	res.Limit = limitHit(before, cg.counters(), res, signal)
+	if d := s.meta.Disk; d != nil && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
+		if u, err := d.usage(); err == nil && hitDisk(res.Stdout, res.Stderr, u) {
+			res.Limit = goruntime.LimitDisk
+			res.Stderr += s.b.diskNote(u)
+		}
+	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
 		if err := cg.kill(s.keep, 5*time.Second); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)

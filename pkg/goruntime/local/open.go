@@ -28,20 +28,18 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 			_ = removeTree(l.dir)
 		}
 	}()
-	for _, d := range []string{l.app(), filepath.Dir(l.gocache()), l.tmp(), l.run(), l.etc()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create sandbox directory: %w", err)
-		}
+	st, err := b.prepareStorage(ctx, &l, seed)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			st.release(l.dir)
+		}
+	}()
 	if err := writeEtc(l); err != nil {
 		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
 	}
-	if !b.claimSpare(seed, l.gocache()) {
-		if err := populateCache(seed, l.gocache()); err != nil {
-			return nil, err
-		}
-	}
-	defer b.refillSpares(seed)
 	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
@@ -70,11 +68,21 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	defer gateR.Close()
 	defer gateW.Close()
 
-	args := append([]string{"-c", gateScript, "sandbox-gate", b.bwrap}, b.bwrapArgs(l)...)
+	var x extraFiles
+	x.add(lifeR) // fd 3
+	x.add(gateR) // fd 4
+	defer x.close()
+	bargs, err := b.bwrapArgs(l, &x)
+	if err != nil {
+		lifeW.Close()
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	args := append(append([]string{"-c", gateScript, "sandbox-gate"}, st.dropTo()...), b.bwrap)
+	args = append(args, bargs...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{lifeR, gateR} // fds 3 and 4
+	cmd.ExtraFiles = x.files
 	// Own session: the terminal's signals (Ctrl-C) reach the sandbox only
 	// through the lifeline, so Disconnect can leave it running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -82,6 +90,7 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 		lifeW.Close()
 		return nil, fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
 	}
+	x.close()
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	pid := cmd.Process.Pid
@@ -107,8 +116,8 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 		s.cl.close()
 		return fail(err)
 	}
-	st, _ := procfs.ReadStat(pid)
-	s.meta = meta{ID: id, PID: pid, StartTime: st.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network}
+	pst, _ := procfs.ReadStat(pid)
+	s.meta = meta{ID: id, PID: pid, StartTime: pst.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network, HostUID: st.uid, Disk: st.disk}
 	if procs, err := cg.procs(); err == nil {
 		s.meta.Keep = procs
 	}
@@ -179,6 +188,9 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	if !procfs.Alive(m.PID, m.StartTime) {
 		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
+	}
+	if m.Disk != nil {
+		l.disk = m.Disk.Dir
 	}
 	if m.Server == 0 {
 		m.Server = findServer(m.Keep)

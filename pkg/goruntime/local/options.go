@@ -79,8 +79,54 @@ type Options struct {
 	// answer. Default 15 s.
 	StartTimeout time.Duration
 
+	// DiskBytes caps the bytes a sandbox's writable storage holds: /app,
+	// HOME (with the Go build and module caches) and /tmp share one
+	// file system of this size of its own (a sparse ext4 image; its own
+	// metadata takes about 2% of it). A write past it fails with ENOSPC
+	// and the command's result has Limit LimitDisk. Default 4 GiB, at
+	// least MinDiskBytes. Needs root; see Relax.DiskQuota.
+	DiskBytes int64
+
+	// DiskInodes caps the files, directories and links a sandbox's
+	// writable storage holds (the ext4 image's inode count, rounded up
+	// to a whole block group). Default 200000, at least MinDiskInodes.
+	DiskInodes int64
+
+	// HostUIDBase and HostUIDCount are the range of host uids (each used
+	// as the gid too) that sandboxes run as when the backend runs as
+	// root: every live sandbox gets one of its own, never host uid 0, and
+	// its files on the host belong to it. Defaults DefaultHostUIDBase and
+	// DefaultHostUIDCount; the range must not hold real users. A backend
+	// that is not root runs sandboxes as its own uid.
+	HostUIDBase, HostUIDCount int
+
+	// Relax lists protections New and Open may do without on a host that
+	// cannot provide them. By default each is required: when one is
+	// unavailable New or Open fails with an error wrapping
+	// goruntime.ErrUnavailable that names the fix. Every relaxed
+	// protection is logged (warning) by New.
+	Relax Relax
+
 	// Logger receives debug logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// Relax names protections that may be left out; see Options.Relax and
+// docs/local-backend.md ("Protections").
+type Relax struct {
+	// Seccomp runs sandboxes without the system call filter.
+	Seccomp bool
+	// NestedUserns lets sandboxes create user namespaces of their own
+	// (bubblewrap's --disable-userns is not used; the seccomp filter
+	// still refuses them unless Seccomp is relaxed too).
+	NestedUserns bool
+	// HostUID runs sandboxes as the caller's uid (host root when the
+	// caller is root) instead of a uid of their own.
+	HostUID bool
+	// DiskQuota gives sandboxes plain directories on the state
+	// directory's file system, with no byte or inode cap (only
+	// FileSizeBytes per file).
+	DiskQuota bool
 }
 
 // Defaults, see Options.
@@ -92,6 +138,21 @@ const (
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultStartTimeout  = 15 * time.Second
 	DefaultWarmPool      = 2
+	DefaultDiskBytes     = 4 << 30
+	DefaultDiskInodes    = 200_000
+
+	// DefaultHostUIDBase and DefaultHostUIDCount: host uids
+	// 1950000000-1950004095, above the ranges /etc/subuid and systemd
+	// hand out (systemd's container range ends at 1879048191) and below
+	// 2^31.
+	DefaultHostUIDBase  = 1_950_000_000
+	DefaultHostUIDCount = 4096
+
+	// MinDiskBytes and MinDiskInodes are the smallest disk quota New
+	// accepts: a sandbox's own directories and the Go build cache's
+	// directories (about 300 inodes) must fit with room for a program.
+	MinDiskBytes  = 32 << 20
+	MinDiskInodes = 2048
 
 	// MinMemoryBytes is the smallest MemoryBytes New accepts: the runtime
 	// server (~13 MB resident), the sandbox's shells and a command's first
@@ -116,6 +177,13 @@ func (o Options) validate() error {
 	case o.Processes < MinProcesses:
 		return fmt.Errorf("local backend: process limit %d (Options.Processes, --processes) is below the minimum of %d: "+
 			"the sandbox's own processes and the runtime server's threads take about a dozen tasks", o.Processes, MinProcesses)
+	case o.DiskBytes < MinDiskBytes:
+		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, --disk-mb=%d) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
+	case o.DiskInodes < MinDiskInodes:
+		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes, --disk-inodes) is below the minimum of %d: a sandbox's own directories and the Go build cache's take about 300",
+			o.DiskInodes, MinDiskInodes)
+	case o.HostUIDBase <= 0 || o.HostUIDCount <= 0 || int64(o.HostUIDBase)+int64(o.HostUIDCount) > 1<<31:
+		return fmt.Errorf("local backend: host uid range %d+%d (Options.HostUIDBase, HostUIDCount) must be positive and end below 2^31", o.HostUIDBase, o.HostUIDCount)
 	case o.CPUs > runtime.NumCPU():
 		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs, --cpus) is more than the %d CPUs of this machine: "+
 			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())
@@ -147,6 +215,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WarmPool == 0 {
 		o.WarmPool = DefaultWarmPool
+	}
+	if o.DiskBytes <= 0 {
+		o.DiskBytes = DefaultDiskBytes
+	}
+	if o.DiskInodes <= 0 {
+		o.DiskInodes = DefaultDiskInodes
+	}
+	if o.HostUIDBase == 0 {
+		o.HostUIDBase = DefaultHostUIDBase
+	}
+	if o.HostUIDCount == 0 {
+		o.HostUIDCount = DefaultHostUIDCount
 	}
 	if o.BwrapPath == "" {
 		o.BwrapPath = "bwrap"

@@ -21,6 +21,8 @@ type meta struct {
 	Cgroup    cgroup    `json:"cgroup"`
 	Created   time.Time `json:"created"`
 	Network   bool      `json:"network"`
+	HostUID   int       `json:"host_uid,omitempty"` // the host uid it runs as (0: the caller's)
+	Disk      *disk     `json:"disk,omitempty"`     // its disk (nil: no disk quota)
 }
 
 // Sandbox is one local sandbox. It implements goruntime.Sandbox; its

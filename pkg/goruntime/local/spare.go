@@ -124,6 +124,8 @@ func (b *Backend) prune(ctx context.Context) {
 			}
 		}
 	}
+	live := map[string]bool{}
+	defer func() { b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
 	if err != nil {
 		return
@@ -142,10 +144,17 @@ func (b *Backend) prune(ctx context.Context) {
 			continue
 		}
 		var m meta
-		if json.Unmarshal(data, &m) != nil || procfs.Alive(m.PID, m.StartTime) {
+		if json.Unmarshal(data, &m) != nil {
+			continue
+		}
+		if procfs.Alive(m.PID, m.StartTime) {
+			if m.Disk != nil {
+				live[m.Disk.Dir] = true
+			}
 			continue
 		}
 		_ = m.Cgroup.remove()
+		_ = (storage{uid: m.HostUID, disk: m.Disk}).release(l.dir)
 		_ = removeTree(l.dir)
 	}
 }

@@ -1,0 +1,18 @@
+// Package seccomp holds the system call policy every process in a local
+// sandbox runs under, and assembles it into the classic-BPF program that
+// bubblewrap's --seccomp FD loads.
+//
+// The policy is an allow list: a call it does not name fails with EPERM
+// (ENOSYS for clone3, so that C libraries fall back to clone, whose flags
+// the filter can inspect). The floor is Docker's default profile for a
+// container without capabilities: everything that profile refuses is
+// refused here too (TestPolicyWithinDockerDefault checks the allow list
+// against github.com/moby/profiles/seccomp), and some calls it allows are
+// refused as well (ptrace, process_vm_*, io_submit and friends, modify_ldt,
+// POSIX message queues, ...). docs/local-backend.md lists the families and
+// why each allowed one is needed.
+//
+// The program is assembled by github.com/elastic/go-seccomp-bpf for the
+// architecture this binary runs on; calls from another ABI (i386 through
+// int 0x80, x32) are refused.
+package seccomp

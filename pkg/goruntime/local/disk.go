@@ -1,0 +1,345 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Disk quota. A sandbox's writable storage (/app, HOME with its caches,
+// /tmp, /run/sandbox) is one ext4 file system of its own: a sparse image
+// file of Options.DiskBytes under StateDir/disks/, made with
+// Options.DiskInodes inodes and loop-mounted on the host with
+// nosuid,nodev,discard. Why this mechanism:
+//
+//   - it holds on a stock Debian host: ext4 and loop devices are in every
+//     distribution kernel, mkfs.ext4 (e2fsprogs) and mount (util-linux)
+//     are always installed; no new file system for the state directory,
+//     no quota options on the host's mounts (project quotas would need
+//     both), and it caps bytes and inodes separately;
+//   - a tmpfs would be charged to the sandbox's memory cgroup, so a disk
+//     quota above the memory limit (4 GiB vs 1 GiB) could not be had;
+//   - the image is sparse and mounted with discard: the host pays for
+//     what the sandbox holds, and deleting files inside gives the space
+//     back.
+//
+// The seed build cache cannot be hard-linked into another file system,
+// so GOCACHE is an overlay: the seed, read-only, below an upper directory
+// inside the image. What a sandbox builds lands in its image and counts
+// against its quota; the seed is shared and never written.
+//
+// The mounts live in the host's mount namespace, so they persist across
+// Disconnect and Attach from any process; Close (or New's prune of a dead
+// sandbox) unmounts them and deletes the image. Making a file system
+// costs ~0.2 s, so like the spare build caches the backend keeps
+// spareDisks ready (made, mounted, overlay in place) and Open claims one.
+
+// spareDisks is how many ready disks the backend keeps.
+const spareDisks = 2
+
+// disk is one sandbox's file system: Image mounted at Dir.
+type disk struct {
+	Image string `json:"image"`
+	Dir   string `json:"dir"`
+}
+
+// diskByID is the disk named id: its image in images (StateDir/disks),
+// its mount point under runRoot, where a sandbox's host uid reaches it.
+func diskByID(images, id string) disk {
+	return disk{Image: filepath.Join(images, id+".img"), Dir: filepath.Join(runRoot, "disks", id)}
+}
+
+func (d disk) upper() string { return filepath.Join(d.Dir, ".gocache", "upper") }
+
+// disksDir holds images, their mount points and the spare pool.
+func (b *Backend) disksDir() string { return filepath.Join(b.opts.StateDir, "disks") }
+
+// spareDiskDir holds one marker file per ready disk made for this seed,
+// size and inode count; the marker's name is the disk's id.
+func (b *Backend) spareDiskDir(seed string) string {
+	return filepath.Join(b.disksDir(), "spare", fmt.Sprintf("%s-%d-%d", filepath.Base(seed), b.opts.DiskBytes, b.opts.DiskInodes))
+}
+
+// cacheSubdirs are the Go build cache's 256 subdirectories.
+func cacheSubdirs() []string {
+	out := make([]string, 256)
+	for i := range out {
+		out[i] = fmt.Sprintf("%02x", i)
+	}
+	return out
+}
+
+// makeDisk makes, mounts and lays out a new disk whose GOCACHE shows the
+// seed. Its directories belong to root until claimDisk hands them over.
+func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error) {
+	if strings.ContainsAny(seed, ",:\\") {
+		return d, fmt.Errorf("seed build cache path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", seed)
+	}
+	id := newID()
+	d = diskByID(b.disksDir(), id)
+	if err := os.MkdirAll(filepath.Dir(d.Dir), 0o711); err != nil {
+		return d, fmt.Errorf("create disk mount point: %w", err)
+	}
+	for _, dir := range []string{runRoot, filepath.Dir(d.Dir)} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return d, err
+		}
+	}
+	if err := os.Mkdir(d.Dir, 0o700); err != nil {
+		return d, fmt.Errorf("create disk mount point: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			d.remove()
+		}
+	}()
+	f, err := os.OpenFile(d.Image, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return d, fmt.Errorf("create disk image: %w", err)
+	}
+	err = f.Truncate(b.opts.DiskBytes)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return d, fmt.Errorf("size disk image: %w", err)
+	}
+	// No journal (a sandbox's scratch space needs no crash consistency,
+	// and the journal would take 64+ MiB of the quota), no reserved
+	// blocks (the quota is the sandbox's), lazy inode tables (fast, and
+	// the image stays sparse).
+	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-N", strconv.FormatInt(b.opts.DiskInodes, 10), "-m", "0",
+		"-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", "-L", "sandbox", d.Image)
+	mkfs.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	if out, err := mkfs.CombinedOutput(); err != nil {
+		return d, fmt.Errorf("mkfs.ext4 %s: %w: %s", d.Image, err, strings.TrimSpace(string(out)))
+	}
+	mount := exec.CommandContext(ctx, "mount", "-t", "ext4", "-o", "loop,discard,nosuid,nodev", d.Image, d.Dir)
+	mount.Env = mkfs.Env
+	if out, err := mount.CombinedOutput(); err != nil {
+		return d, fmt.Errorf("loop-mount disk image %s: %w: %s", d.Image, err, strings.TrimSpace(string(out)))
+	}
+	_ = os.Remove(filepath.Join(d.Dir, "lost+found")) // one inode fewer; nothing runs fsck on a sandbox's disk
+	l := layout{dir: d.Dir}
+	dirs := []string{l.etc(), l.app(), l.home(), filepath.Dir(l.gocache()), l.gocache(), l.tmp(), l.run(), filepath.Dir(d.upper()), d.upper(), filepath.Join(d.Dir, ".gocache", "work")}
+	for _, sub := range cacheSubdirs() {
+		// An upper directory of the same name makes a merged directory
+		// take the upper one's owner and mode: the seed's own are
+		// nobody's and read-only.
+		dirs = append(dirs, filepath.Join(d.upper(), sub))
+	}
+	for _, dir := range dirs {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return d, fmt.Errorf("lay out disk: %w", err)
+		}
+	}
+	if err := os.Chmod(d.Dir, 0o711); err != nil {
+		return d, err
+	}
+	if err := os.Chmod(l.etc(), 0o755); err != nil { // root's; the sandbox's passwd, group, hosts
+		return d, err
+	}
+	opts := "lowerdir=" + seed + ",upperdir=" + d.upper() + ",workdir=" + filepath.Join(d.Dir, ".gocache", "work")
+	if err := unix.Mount("overlay", l.gocache(), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return d, fmt.Errorf("mount the build cache overlay (%s): %w", opts, err)
+	}
+	return d, nil
+}
+
+// claimDisk takes a ready disk from the spare pool, or makes one, and
+// gives its directories to uid (0: leave them to root).
+func (b *Backend) claimDisk(ctx context.Context, seed string, uid int) (disk, error) {
+	d, ok := b.claimSpareDisk(seed)
+	if !ok {
+		var err error
+		if d, err = b.makeDisk(ctx, seed); err != nil {
+			return d, err
+		}
+	}
+	l := layout{dir: d.Dir}
+	// A fresh mtime: pruneDisks leaves young disks alone, and this one is
+	// not yet named by a sandbox.json.
+	now := time.Now()
+	_ = os.Chtimes(d.Dir, now, now)
+	stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+	// Through the overlay, not on the upper directory behind its back:
+	// overlayfs keeps its own copy of a directory's owner and mode.
+	if err := os.WriteFile(filepath.Join(l.gocache(), "trim.txt"), []byte(stamp), 0o644); err != nil {
+		d.remove()
+		return d, fmt.Errorf("stamp build cache: %w", err)
+	}
+	if uid > 0 {
+		paths := []string{l.app(), l.home(), filepath.Dir(l.gocache()), l.tmp(), l.run(), l.gocache(), filepath.Join(l.gocache(), "trim.txt")}
+		for _, sub := range cacheSubdirs() {
+			paths = append(paths, filepath.Join(l.gocache(), sub))
+		}
+		for _, p := range paths {
+			if err := os.Lchown(p, uid, uid); err != nil {
+				d.remove()
+				return d, fmt.Errorf("give disk to uid %d: %w", uid, err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// claimSpareDisk takes a ready disk: removing its marker is the claim
+// (only one remover succeeds), then the disk must still be mounted (a
+// reboot unmounts spares but leaves their markers).
+func (b *Backend) claimSpareDisk(seed string) (disk, bool) {
+	dir := b.spareDiskDir(seed)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return disk{}, false
+	}
+	for _, e := range entries {
+		if !validID(e.Name()) || os.Remove(filepath.Join(dir, e.Name())) != nil {
+			continue
+		}
+		d := diskByID(b.disksDir(), e.Name())
+		if isMountPoint(d.Dir) && isMountPoint(layout{dir: d.Dir}.gocache()) {
+			return d, true
+		}
+		d.remove()
+	}
+	return disk{}, false
+}
+
+// refillSpareDisks tops the pool of ready disks up to spareDisks, one
+// filler at a time per backend.
+func (b *Backend) refillSpareDisks(seed string) {
+	if !b.refillingDisks.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer b.refillingDisks.Store(false)
+		dir := b.spareDiskDir(seed)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return
+		}
+		for {
+			entries, err := os.ReadDir(dir)
+			if err != nil || len(entries) >= spareDisks {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			d, err := b.makeDisk(ctx, seed)
+			cancel()
+			if err != nil {
+				b.opts.Logger.Debug("local backend: make spare disk", "err", err)
+				return
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(d.Dir)), nil, 0o600); err != nil {
+				d.remove()
+				return
+			}
+		}
+	}()
+}
+
+// remove unmounts the disk (and the overlay on it), deletes its image
+// and its mount point. The kernel frees the loop device (autoclear) once
+// no mount namespace holds the file system any more.
+func (d disk) remove() error {
+	if d.Dir == "" {
+		return nil
+	}
+	var errs []error
+	if isMountPoint(d.Dir) {
+		if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", d.Dir, err))
+		}
+	}
+	if err := os.Remove(d.Image); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.Remove(d.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isMountPoint reports whether p is the root of a mount: its device
+// differs from its parent's. (A bind of a directory onto itself would
+// fool it; nothing here makes one.)
+func isMountPoint(p string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// diskUsage is a disk's free bytes and inodes at one moment.
+type diskUsage struct {
+	freeBytes, freeInodes uint64
+}
+
+func (d disk) usage() (diskUsage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.Dir, &st); err != nil {
+		return diskUsage{}, err
+	}
+	return diskUsage{freeBytes: st.Bavail * uint64(st.Bsize), freeInodes: st.Ffree}, nil
+}
+
+// pruneDisks removes disks no sandbox and no spare marker names and that
+// are older than 10 minutes (younger ones may be in the middle of an Open
+// or a refill in another process). live holds the mount points of live
+// sandboxes' disks.
+func (b *Backend) pruneDisks(live map[string]bool) {
+	entries, err := os.ReadDir(b.disksDir())
+	if err != nil {
+		return
+	}
+	spare := map[string]bool{}
+	if groups, err := os.ReadDir(filepath.Join(b.disksDir(), "spare")); err == nil {
+		for _, g := range groups {
+			markers, _ := os.ReadDir(filepath.Join(b.disksDir(), "spare", g.Name()))
+			for _, m := range markers {
+				spare[m.Name()] = true
+			}
+		}
+	}
+	for _, e := range entries {
+		id := strings.TrimSuffix(e.Name(), ".img")
+		if !validID(id) || spare[id] || live[filepath.Join(b.disksDir(), id)] {
+			continue
+		}
+		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < 10*time.Minute {
+			continue
+		}
+		_ = diskByID(b.disksDir(), id).remove()
+	}
+}
+
+// diskNote is the note appended to a command's stderr when it ran the
+// sandbox's disk out of bytes or inodes.
+func (b *Backend) diskNote(u diskUsage) string {
+	if u.freeInodes == 0 {
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes, --disk-inodes); delete files to go on.]\n", b.opts.DiskInodes)
+	}
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes, --disk-mb) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
+}
+
+// hitDisk reports whether a finished command ran into the disk quota: the
+// kernel's ENOSPC message in either stream, or the file system full (of
+// bytes or inodes) now.
+func hitDisk(stdout, stderr string, u diskUsage) bool {
+	for _, s := range []string{stdout, stderr} {
+		if strings.Contains(strings.ToLower(s), "no space left on device") {
+			return true
+		}
+	}
+	return u.freeInodes == 0 || u.freeBytes == 0
+}

@@ -1,0 +1,328 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// syscallProbe calls system calls the seccomp filter refuses, with
+// harmless arguments, and prints "name errno" for each. Several succeed
+// (errno 0) or fail differently without the filter; the control sandbox
+// in TestSeccompRefusesKernelSurface shows which.
+const syscallProbe = `package main
+
+import (
+	"fmt"
+	"syscall"
+	"unsafe"
+)
+
+func call(name string, nr uintptr, args ...uintptr) {
+	var a [6]uintptr
+	copy(a[:], args)
+	r, _, e := syscall.Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
+	if e == 0 && (name == "socket-alg" || name == "socket-vsock" || name == "userfaultfd" || name == "io_uring_setup" || name == "mq_open") {
+		syscall.Close(int(r))
+	}
+	fmt.Println(name, int(e))
+}
+
+func main() {
+	var buf [256]byte
+	p := uintptr(unsafe.Pointer(&buf[0]))
+	str := func(s string) uintptr { b := append([]byte(s), 0); return uintptr(unsafe.Pointer(&b[0])) }
+	local := [2]uintptr{p, 8}
+	remote := [2]uintptr{p + 64, 8}
+	call("socket-alg", syscall.SYS_SOCKET, 38, syscall.SOCK_SEQPACKET, 0)
+	call("socket-vsock", syscall.SYS_SOCKET, 40, syscall.SOCK_STREAM, 0)
+	call("io_setup", syscall.SYS_IO_SETUP, 1, p)
+	call("io_uring_setup", 425, 1, p)
+	call("keyctl", syscall.SYS_KEYCTL, 0, ^uintptr(2), 0)
+	call("add_key", syscall.SYS_ADD_KEY, str("user"), str("k"), str("v"), 1, ^uintptr(1))
+	call("process_vm_readv", 310, uintptr(syscall.Getpid()), uintptr(unsafe.Pointer(&local)), 1, uintptr(unsafe.Pointer(&remote)), 1, 0)
+	call("personality", syscall.SYS_PERSONALITY, 0x0040000)
+	call("modify_ldt", syscall.SYS_MODIFY_LDT, 0, p, 16)
+	call("userfaultfd", 323, 1)
+	call("mq_open", syscall.SYS_MQ_OPEN, str("probe"), syscall.O_CREAT|syscall.O_RDWR, 0o600, 0)
+	call("setns", 308, ^uintptr(0), 0)
+	call("unshare-user", syscall.SYS_UNSHARE, syscall.CLONE_NEWUSER)
+	call("unshare-mount", syscall.SYS_UNSHARE, syscall.CLONE_NEWNS)
+	call("mount", syscall.SYS_MOUNT, str("none"), str("/tmp"), str("tmpfs"), 0, 0)
+	call("chroot", syscall.SYS_CHROOT, str("/"))
+	call("bpf", 321, 0, p, 64)
+	call("perf_event_open", syscall.SYS_PERF_EVENT_OPEN, p, 0, ^uintptr(0), ^uintptr(0), 0)
+	call("ptrace", syscall.SYS_PTRACE, syscall.PTRACE_PEEKDATA, 1, 0, 0)
+	call("init_module", syscall.SYS_INIT_MODULE, 0, 0, str(""))
+	call("kexec_load", syscall.SYS_KEXEC_LOAD, 0, 0, 0, 0)
+	call("open_by_handle_at", 304, ^uintptr(99), p, 0)
+	call("fsopen", 430, str("tmpfs"), 0)
+	call("acct", syscall.SYS_ACCT, 0)
+	call("swapon", syscall.SYS_SWAPON, str("/tmp/x"), 0)
+	call("clone3", 435, 0, 0)
+}
+`
+
+// probeResults runs syscallProbe in s and returns name -> errno.
+func probeResults(t *testing.T, s *goruntime.Session) map[string]syscall.Errno {
+	t.Helper()
+	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "probe/main.go", Data: []byte(syscallProbe)}}, Command: "cd probe && go run main.go"})
+	out := map[string]syscall.Errno{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		name, n, ok := strings.Cut(line, " ")
+		v, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			t.Fatalf("probe output line %q", line)
+		}
+		out[name] = syscall.Errno(v)
+	}
+	return out
+}
+
+// TestSeccompRefusesKernelSurface: calls from every family Docker's
+// default profile refuses (namespaces, mounts, kernel modules, keyrings,
+// BPF, perf, ptrace and cross-process memory, async I/O, unusual socket
+// families, personality) fail with EPERM, clone3 with ENOSYS, the runtime
+// server survives, and the next command works. A control sandbox without
+// the filter shows the calls that the filter alone stops.
+func TestSeccompRefusesKernelSurface(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses amd64 system call numbers")
+	}
+	s := openSession(t, newBackend(t, testOptions()))
+	got := probeResults(t, s)
+	if len(got) < 25 {
+		t.Fatalf("probe reported %d calls: %v", len(got), got)
+	}
+	for name, errno := range got {
+		want := syscall.EPERM
+		if name == "clone3" {
+			want = syscall.ENOSYS
+		}
+		if errno != want {
+			t.Errorf("%s: errno %d (%v), want %v", name, int(errno), errno, want)
+		}
+	}
+	if res := mustOK(t, s, goruntime.Request{Command: "echo still here"}); strings.TrimSpace(res.Stdout) != "still here" {
+		t.Errorf("next command: %q", res.Stdout)
+	}
+
+	opts := testOptions()
+	opts.Relax.Seccomp = true
+	control := probeResults(t, openSession(t, newBackend(t, opts)))
+	stoppedByFilter := 0
+	for _, name := range []string{"socket-alg", "io_setup", "keyctl", "add_key", "process_vm_readv", "personality", "modify_ldt", "mq_open", "setns", "unshare-user", "clone3"} {
+		if control[name] != syscall.EPERM {
+			stoppedByFilter++
+		} else {
+			t.Logf("%s fails with EPERM even without the filter here", name)
+		}
+	}
+	if stoppedByFilter < 8 {
+		t.Errorf("only %d calls behave differently without the filter (%v): the probe does not exercise it", stoppedByFilter, control)
+	}
+}
+
+const nestedUserns = `package main
+
+import (
+	"fmt"
+	"os/exec"
+	"syscall"
+)
+
+func main() {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	fmt.Printf("clone: %v\n", cmd.Run())
+}
+`
+
+// TestNestedUserNamespaceRefused: a sandbox cannot make a user namespace
+// of its own (clone with CLONE_NEWUSER from Go's os/exec, the unshare
+// command; unshare from the syscall probe in TestSeccompRefusesKernelSurface),
+// by two layers: the seccomp filter (EPERM) and bubblewrap's
+// --disable-userns (ENOSPC, seen with the filter relaxed). With both
+// relaxed the same program succeeds, so the test can tell.
+func TestNestedUserNamespaceRefused(t *testing.T) {
+	files := []goruntime.File{{Path: "userns/main.go", Data: []byte(nestedUserns)}}
+	cases := []struct {
+		name  string
+		relax local.Relax
+		want  string
+	}{
+		{"both layers", local.Relax{}, "operation not permitted"},
+		{"disable-userns only", local.Relax{Seccomp: true}, "no space left on device"},
+		{"neither", local.Relax{Seccomp: true, NestedUserns: true}, "<nil>"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := testOptions()
+			opts.Relax = c.relax
+			s := openSession(t, newBackend(t, opts))
+			res := mustOK(t, s, goruntime.Request{Files: files, Command: "cd userns && go run main.go"})
+			for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+				if !strings.HasSuffix(line, c.want) {
+					t.Errorf("%s, want %q", line, c.want)
+				}
+			}
+			res = run(t, s, goruntime.Request{Command: "unshare --user --map-root-user true"})
+			if (res.ExitCode == 0) != (c.want == "<nil>") {
+				t.Errorf("unshare command: exit %d, stderr %q", res.ExitCode, res.Stderr)
+			}
+			mustOK(t, s, goruntime.Request{Command: "echo next"})
+		})
+	}
+}
+
+// sandboxUID is the host uid a sandbox's /app/<name> belongs to.
+func hostOwner(t *testing.T, sb *local.Sandbox, name string) int {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(sb.Dir(), "app", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+func rawSandbox(t *testing.T, b *local.Backend) *local.Sandbox {
+	t.Helper()
+	sb, err := b.Open(context.Background())
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	return sb.(*local.Sandbox)
+}
+
+func sh(t *testing.T, sb *local.Sandbox, command string) *goruntime.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), goruntime.ExecRequest{Command: command})
+	if err != nil {
+		t.Fatalf("exec %q: %v", command, err)
+	}
+	return res
+}
+
+// TestHostUIDOwnsFiles: as root, a file a sandbox writes in /app belongs
+// on the host to the sandbox's own unprivileged uid (not 0, not another
+// sandbox's), while inside it is uid 1000; and one sandbox's uid cannot
+// read another's files by their host path (an escaped process would be
+// that uid), though the owner's can.
+func TestHostUIDOwnsFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes get host uids of their own only when the backend runs as root")
+	}
+	b := newBackend(t, testOptions())
+	a, c := rawSandbox(t, b), rawSandbox(t, b)
+	for _, sb := range []*local.Sandbox{a, c} {
+		if res := sh(t, sb, "id -u > uid && echo secret-$RANDOM > secret && chmod 644 secret && cat uid"); strings.TrimSpace(res.Stdout) != "1000" {
+			t.Fatalf("uid inside %q (stderr %q), want 1000", res.Stdout, res.Stderr)
+		}
+	}
+	ua, uc := hostOwner(t, a, "secret"), hostOwner(t, c, "secret")
+	for _, u := range []int{ua, uc} {
+		if u < local.DefaultHostUIDBase || u >= local.DefaultHostUIDBase+local.DefaultHostUIDCount {
+			t.Errorf("file owned by host uid %d, want one of the sandbox range %d+%d", u, local.DefaultHostUIDBase, local.DefaultHostUIDCount)
+		}
+	}
+	if ua == uc {
+		t.Errorf("two live sandboxes share host uid %d", ua)
+	}
+	aPath, err := filepath.EvalSymlinks(filepath.Join(a.Dir(), "app", "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAs := func(uid int, path string) error {
+		return exec.Command("setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(uid), "--clear-groups", "cat", path).Run()
+	}
+	if err := readAs(ua, aPath); err != nil {
+		t.Fatalf("sandbox A's own uid cannot read %s (%v): the check below would prove nothing", aPath, err)
+	}
+	for _, p := range []string{aPath, filepath.Join(a.Dir(), "app", "secret"), filepath.Join(a.Dir(), "sandbox.json")} {
+		if err := readAs(uc, p); err == nil {
+			t.Errorf("sandbox C's host uid %d read sandbox A's %s", uc, p)
+		}
+	}
+	mustSh := func(sb *local.Sandbox) {
+		if res := sh(t, sb, "cat secret"); res.ExitCode != 0 {
+			t.Errorf("next command: exit %d %q", res.ExitCode, res.Stderr)
+		}
+	}
+	mustSh(a)
+	mustSh(c)
+}
+
+// freeBytes is the free space of the file system holding dir.
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// TestDiskQuotaBytes: a sandbox writing past its byte quota gets ENOSPC,
+// reported as Limit disk / outcome disk_limit with a note naming the
+// quota; the host's file system loses at most the quota meanwhile and
+// gets it back when the sandbox deletes the file; the next command works.
+func TestDiskQuotaBytes(t *testing.T) {
+	opts := testOptions()
+	opts.DiskBytes = 64 << 20
+	b := newBackend(t, opts)
+	s := openSession(t, b)
+	before := freeBytes(t, b.StateDir())
+	res := run(t, s, goruntime.Request{Command: "head -c 200M /dev/zero > big; ls -l big"})
+	during := freeBytes(t, b.StateDir())
+	if res.Outcome != goruntime.OutcomeDiskLimit {
+		t.Errorf("outcome %s (exit %d, stderr %q), want disk_limit", res.Outcome, res.ExitCode, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "disk quota is full: 64 MiB") {
+		t.Errorf("stderr does not name the quota: %q", res.Stderr)
+	}
+	if used := before - during; used > 72<<20 {
+		t.Errorf("the host's file system lost %d MiB to a sandbox with a 64 MiB quota", used>>20)
+	}
+	res = mustOK(t, s, goruntime.Request{Command: "rm big && sync && echo fine > small && cat small"})
+	if res.Outcome != goruntime.OutcomeOK || strings.TrimSpace(res.Stdout) != "fine" {
+		t.Errorf("after cleanup: outcome %s, stdout %q", res.Outcome, res.Stdout)
+	}
+	if after := freeBytes(t, b.StateDir()); before-after > 16<<20 {
+		t.Errorf("the host's file system did not get the space back: %d MiB less free than before", (before-after)>>20)
+	}
+}
+
+// TestDiskQuotaInodes: creating files past the inode quota fails with
+// ENOSPC and is reported as disk_limit naming the inode quota; after the
+// files are deleted the sandbox works (go run included).
+func TestDiskQuotaInodes(t *testing.T) {
+	opts := testOptions()
+	opts.DiskBytes = 64 << 20
+	opts.DiskInodes = local.MinDiskInodes
+	s := openSession(t, newBackend(t, opts))
+	res := run(t, s, goruntime.Request{Command: `mkdir many && cd many && i=0; while printf '' > f$i; do i=$((i+1)); done; echo $i`})
+	if res.Outcome != goruntime.OutcomeDiskLimit {
+		t.Errorf("outcome %s (exit %d, stdout %q, stderr %q), want disk_limit", res.Outcome, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "inode quota is used up") {
+		t.Errorf("stderr does not name the inode quota: %q", res.Stderr)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(res.Stdout)); n < local.MinDiskInodes/2 || n > local.MinDiskInodes {
+		t.Errorf("created %s files with an inode quota of %d", res.Stdout, local.MinDiskInodes)
+	}
+	mustOK(t, s, goruntime.Request{Command: "rm -rf many"})
+	res = mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
+	if res.Outcome != goruntime.OutcomeOK {
+		t.Errorf("go run after cleanup: %s %q", res.Outcome, res.Stderr)
+	}
+}

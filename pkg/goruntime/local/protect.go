@@ -1,0 +1,246 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+)
+
+// Protections: the layers a sandbox runs under besides its namespaces and
+// read-only mounts. Each is required unless Options.Relax relaxes it;
+// New refuses (ErrUnavailable, naming the fix) when a required one cannot
+// be had here, and Check reports each for cmd/sandbox-check.
+
+// Protection names, as Check reports them.
+const (
+	ProtNamespaces   = "namespaces"
+	ProtSeccomp      = "seccomp"
+	ProtNestedUserns = "nested-userns-block"
+	ProtCgroupMemory = "cgroup-memory"
+	ProtCgroupPids   = "cgroup-pids"
+	ProtCgroupCPU    = "cgroup-cpu"
+	ProtDiskQuota    = "disk-quota"
+	ProtHostUID      = "host-uid"
+)
+
+// Status is whether a protection is in force.
+type Status string
+
+const (
+	StatusActive        Status = "active"
+	StatusUnavailable   Status = "unavailable"
+	StatusRelaxed       Status = "relaxed"        // unavailable or not wanted, and Options.Relax allows that
+	StatusNotApplicable Status = "not applicable" // host uid when the caller is not root
+)
+
+// Protection is one layer's state on this host.
+type Protection struct {
+	Name   string
+	Status Status
+	// Detail says how it is provided, or why it is not.
+	Detail string
+	// Fix says what makes an unavailable protection available.
+	Fix string
+	// Required: New and Open refuse to run sandboxes while it is
+	// unavailable.
+	Required bool
+}
+
+// extraFiles are the files the gate (and so bubblewrap) inherits, as fd
+// 3, 4, ... in order. Those it opened itself are closed by close.
+type extraFiles struct {
+	files []*os.File
+	owned []*os.File
+}
+
+func (x *extraFiles) add(f *os.File) int {
+	x.files = append(x.files, f)
+	return 2 + len(x.files)
+}
+
+// pipeWith returns the read end of a pipe holding data (which must fit
+// the pipe's buffer: 64 KiB).
+func (x *extraFiles) pipeWith(data []byte) (int, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	x.owned = append(x.owned, r)
+	_, err = w.Write(data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("hand the seccomp program to bubblewrap: %w", err)
+	}
+	return x.add(r), nil
+}
+
+func (x *extraFiles) close() {
+	for _, f := range x.owned {
+		f.Close()
+	}
+	x.owned = nil
+}
+
+// layers are the per-process protections a sandbox's bubblewrap sets up.
+type layers struct {
+	seccompProg []byte // nil: no filter
+	usernsBlock bool
+}
+
+// args are bubblewrap's flags for the seccomp filter and the nested user
+// namespace block.
+func (ly layers) args(x *extraFiles) ([]string, error) {
+	var a []string
+	if ly.seccompProg != nil {
+		fd, err := x.pipeWith(ly.seccompProg)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--seccomp", fmt.Sprint(fd))
+	}
+	if ly.usernsBlock {
+		a = append(a, "--disable-userns", "--assert-userns-disabled")
+	}
+	return a, nil
+}
+
+func (b *Backend) protectionArgs(x *extraFiles) ([]string, error) { return b.layers.args(x) }
+
+// setupProtections decides, from the options and this host, which layers
+// sandboxes get, and fails (naming the fix) when a required one is
+// unavailable. Relaxed ones are logged.
+func (b *Backend) setupProtections() error {
+	o := b.opts
+	root := os.Geteuid() == 0
+	if !o.Relax.Seccomp {
+		prog, err := seccomp.Program()
+		if err != nil {
+			return fmt.Errorf("seccomp filter: %v (or relax it: Options.Relax.Seccomp, --relax=seccomp)", err)
+		}
+		b.layers.seccompProg = prog
+	}
+	b.layers.usernsBlock = !o.Relax.NestedUserns
+	b.hostUID = root && !o.Relax.HostUID
+	if !o.Relax.DiskQuota {
+		if p := diskQuotaProblem(); p != nil {
+			return fmt.Errorf("disk quota unavailable: %s; fix: %s", p.Detail, p.Fix)
+		}
+		b.diskQuota = true
+	}
+	for _, r := range []struct {
+		relaxed bool
+		name    string
+	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}} {
+		if r.relaxed {
+			o.Logger.Warn("local backend: protection relaxed by Options.Relax; sandboxes run without it", "protection", r.name)
+		}
+	}
+	return nil
+}
+
+// probe runs a minimal sandbox (every namespace, the layers ly, cmd or
+// /bin/true) as host uid uid (-1: as the caller) and returns bubblewrap's
+// output on failure.
+func probe(ctx context.Context, bwrap string, ly layers, uid int, cmd ...string) (string, error) {
+	var x extraFiles
+	defer x.close()
+	a := []string{"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}
+	prot, err := ly.args(&x)
+	if err != nil {
+		return "", err
+	}
+	a = append(a, prot...)
+	if len(cmd) == 0 {
+		cmd = []string{"/bin/true"}
+	}
+	a = append(append(a, "--"), cmd...)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, bwrap, a...)
+	c.ExtraFiles = x.files
+	if uid >= 0 {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
+	}
+	out, err := c.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// probeUID is the uid probes run as: the last of the sandbox range when
+// sandboxes get host uids of their own, else the caller's own (-1).
+func (b *Backend) probeUID() int {
+	if b.hostUID {
+		return b.opts.HostUIDBase + b.opts.HostUIDCount - 1
+	}
+	return -1
+}
+
+// diagnoseProbe names which layer made a probe with all of them fail.
+func (b *Backend) diagnoseProbe(ctx context.Context, out string, err error) string {
+	if o, err := probe(ctx, b.bwrap, layers{}, -1); err != nil {
+		return fmt.Sprintf("bubblewrap cannot create namespaces here (%v: %s); allow unprivileged user namespaces "+
+			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
+			"or run outside a container that forbids them", err, o)
+	}
+	if b.hostUID {
+		if o, err := probe(ctx, b.bwrap, layers{}, b.probeUID()); err != nil {
+			return fmt.Sprintf("bubblewrap cannot run as an unprivileged host uid (%d) here (%v: %s): allow unprivileged user namespaces "+
+				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID, --relax=hostuid) to run sandboxes as root",
+				b.probeUID(), err, o)
+		}
+	}
+	if b.seccompProg != nil {
+		if o, err := probe(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.probeUID()); err != nil {
+			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp, --relax=seccomp)", err, o)
+		}
+	}
+	if b.usernsBlock {
+		if o, err := probe(ctx, b.bwrap, layers{usernsBlock: true}, b.probeUID()); err != nil {
+			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns, --relax=userns)", err, o)
+		}
+	}
+	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
+}
+
+// diskQuotaProblem says why per-sandbox disks cannot be made here, or nil.
+func diskQuotaProblem() *Protection {
+	p := &Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
+	switch {
+	case os.Geteuid() != 0:
+		p.Detail = "making and mounting a file system per sandbox needs root"
+		p.Fix = "run as root, or relax it (Options.Relax.DiskQuota, --relax=disk): sandboxes then share the state directory's file system, capped only per file"
+	case !found("mkfs.ext4"):
+		p.Detail = "mkfs.ext4 not found"
+		p.Fix = "apt-get install e2fsprogs (scripts/install-deps.sh)"
+	case !found("mount"):
+		p.Detail = "mount not found"
+		p.Fix = "apt-get install mount (scripts/install-deps.sh)"
+	default:
+		if _, err := os.Stat("/dev/loop-control"); err != nil {
+			p.Detail = "no loop devices (/dev/loop-control: " + err.Error() + ")"
+			p.Fix = "modprobe loop, or give the container loop devices (docker run --device /dev/loop-control ...)"
+			return p
+		}
+		return nil
+	}
+	return p
+}
+
+func found(name string) bool {
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		if isExecutable(filepath.Join(dir, name)) {
+			return true
+		}
+	}
+	_, err := exec.LookPath(name)
+	return err == nil
+}

@@ -1,0 +1,114 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// storage is what one sandbox holds besides its processes: the host uid
+// it runs as (0: the caller's) and its disk (nil: plain directories).
+type storage struct {
+	uid  int
+	disk *disk
+}
+
+// prepareStorage makes a new sandbox's state directory l.dir and its
+// writable storage (on a disk of its own, or plain directories), owned by
+// a host uid of its own when the backend gives sandboxes one, with GOCACHE
+// showing the seed build cache. It is part of every sandbox start, so
+// whatever starts sandboxes gets the same layers. It sets l.disk.
+func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (st storage, err error) {
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return st, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	// Root-only: a sandbox's uid reaches its own directories through
+	// descriptors bubblewrap is handed, never through this path.
+	if err := os.Chmod(l.dir, 0o700); err != nil {
+		return st, err
+	}
+	defer func() {
+		if err != nil {
+			st.release(l.dir)
+		}
+	}()
+	if b.hostUID {
+		if st.uid, err = b.allocUID(l.dir); err != nil {
+			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+		}
+	}
+	if b.diskQuota {
+		d, err := b.claimDisk(ctx, seed, st.uid)
+		if err != nil {
+			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota, --relax=disk): %w", err, goruntime.ErrUnavailable)
+		}
+		st.disk = &d
+		l.disk = d.Dir
+		b.refillSpareDisks(seed)
+		// Dir()/app and friends keep working for host-side callers.
+		for _, name := range []string{"app", "home", "tmp", "run"} {
+			if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
+				return st, err
+			}
+		}
+		return st, nil
+	}
+	if b.hostUID && !reachable(b.sandboxes) {
+		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
+			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
+			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
+	}
+	if err := os.MkdirAll(l.etc(), 0o755); err != nil {
+		return st, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	for _, d := range []string{l.app(), filepath.Dir(l.gocache()), l.tmp(), l.run()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return st, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	if !b.claimSpare(seed, l.gocache()) {
+		if err := populateCache(seed, l.gocache()); err != nil {
+			return st, err
+		}
+	}
+	b.refillSpares(seed)
+	if st.uid > 0 {
+		for _, d := range []string{l.app(), l.home(), l.tmp(), l.run()} {
+			if err := chownTree(d, st.uid); err != nil {
+				return st, fmt.Errorf("give sandbox directories to uid %d: %w", st.uid, err)
+			}
+		}
+	}
+	return st, nil
+}
+
+// dropTo is the command the gate runs bubblewrap under: setpriv to the
+// sandbox's host uid with no supplementary groups, or nothing to run it
+// as the caller. The gate itself stays the caller's until then, so the
+// opener may set its rlimits (prlimit on another uid's process needs
+// CAP_SYS_RESOURCE, which many root containers lack).
+func (st storage) dropTo() []string {
+	if st.uid <= 0 {
+		return nil
+	}
+	id := strconv.Itoa(st.uid)
+	return []string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}
+}
+
+// release unmounts and deletes the disk and ends the uid lease of the
+// sandbox in dir. Its processes must be gone.
+func (st storage) release(dir string) error {
+	var errs []error
+	if st.disk != nil {
+		if err := st.disk.remove(); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox disk: %w", err))
+		}
+	}
+	releaseUID(st.uid, dir)
+	return errors.Join(errs...)
+}
