@@ -244,3 +244,29 @@ func found(name string) bool {
 	_, err := exec.LookPath(name)
 	return err == nil
 }
+
+// RelaxNames are the names ParseRelax accepts, in Relax's field order.
+var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk"}
+
+// ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk";
+// the value of the --relax flags) into a Relax. Errors name the valid
+// values.
+func ParseRelax(s string) (Relax, error) {
+	var r Relax
+	for _, name := range strings.Split(s, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case "seccomp":
+			r.Seccomp = true
+		case "userns":
+			r.NestedUserns = true
+		case "hostuid":
+			r.HostUID = true
+		case "disk":
+			r.DiskQuota = true
+		default:
+			return r, fmt.Errorf("--relax: unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
+		}
+	}
+	return r, nil
+}

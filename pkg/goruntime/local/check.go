@@ -1,0 +1,176 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+)
+
+// Check reports, for this host and opts, every protection a local sandbox
+// runs under: namespaces, the seccomp filter, the nested user namespace
+// block, the cgroup memory, pids and cpu controllers, the disk quota and
+// the host uid. Unlike New it tries each one for real (a bubblewrap run
+// per layer, a cgroup, a small file system), which takes about a second.
+// A Required protection whose Status is StatusUnavailable means New or
+// Open refuses to run sandboxes with these options.
+func Check(ctx context.Context, opts Options) []Protection {
+	o := opts.withDefaults()
+	root := os.Geteuid() == 0
+	var out []Protection
+	add := func(p Protection) { out = append(out, p) }
+
+	bw, err := exec.LookPath(o.BwrapPath)
+	if err != nil {
+		add(Protection{Name: ProtNamespaces, Status: StatusUnavailable, Required: true,
+			Detail: fmt.Sprintf("bubblewrap (%s) not found", o.BwrapPath), Fix: installHint})
+		return out
+	}
+	ns := Protection{Name: ProtNamespaces, Status: StatusActive, Required: true,
+		Detail: "bubblewrap " + bwrapVersion(bw) + ": user, pid, net, ipc, uts namespaces; all capabilities dropped; read-only root"}
+	if o2, err := probe(ctx, bw, layers{}, -1); err != nil {
+		ns.Status, ns.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot create namespaces: %v: %s", err, o2)
+		ns.Fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: kernel.apparmor_restrict_unprivileged_userns=0), or run outside a container that forbids them"
+	}
+	add(ns)
+
+	sc := Protection{Name: ProtSeccomp, Required: !o.Relax.Seccomp}
+	switch prog, err := seccomp.Program(); {
+	case o.Relax.Seccomp:
+		sc.Status, sc.Detail = StatusRelaxed, "Options.Relax.Seccomp: sandboxes may make any system call"
+	case err != nil:
+		sc.Status, sc.Detail, sc.Fix = StatusUnavailable, err.Error(), "relax it (Options.Relax.Seccomp, --relax=seccomp)"
+	default:
+		allowed, _ := seccomp.Allowed()
+		if o2, err := probe(ctx, bw, layers{seccompProg: prog}, -1); err != nil {
+			sc.Status, sc.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot load the filter: %v: %s", err, o2)
+			sc.Fix = "a kernel with CONFIG_SECCOMP_FILTER, or relax it (Options.Relax.Seccomp, --relax=seccomp)"
+		} else {
+			sc.Status, sc.Detail = StatusActive, fmt.Sprintf("%d system calls allowed (%d instructions); the rest fail with EPERM, clone3 with ENOSYS", len(allowed), len(prog)/8)
+		}
+	}
+	add(sc)
+
+	un := Protection{Name: ProtNestedUserns, Required: !o.Relax.NestedUserns}
+	if o.Relax.NestedUserns {
+		un.Status, un.Detail = StatusRelaxed, "Options.Relax.NestedUserns: bubblewrap does not block them (the seccomp filter still refuses them unless relaxed too)"
+	} else if o2, err := probe(ctx, bw, layers{usernsBlock: true}, -1, "/bin/sh", "-c", "! unshare --user true 2>/dev/null"); err != nil {
+		un.Status, un.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap --disable-userns failed: %v: %s", err, o2)
+		un.Fix = "bubblewrap 0.8 or later (scripts/install-deps.sh), or relax it (Options.Relax.NestedUserns, --relax=userns)"
+	} else {
+		un.Status, un.Detail = StatusActive, "bubblewrap --disable-userns (user.max_user_namespaces=1 inside): creating one fails with ENOSPC, and the seccomp filter refuses it first with EPERM"
+	}
+	add(un)
+
+	out = append(out, checkCgroups(o)...)
+	add(checkDisk(ctx, o))
+
+	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
+	switch {
+	case !root:
+		hu.Status = StatusNotApplicable
+		hu.Detail = fmt.Sprintf("not root: sandboxes run as your uid %d (uid 1000 inside maps to it); files they write are yours", os.Geteuid())
+	case o.Relax.HostUID:
+		hu.Status, hu.Detail = StatusRelaxed, "Options.Relax.HostUID: sandboxes run as host root (without capabilities); files they write belong to root"
+	default:
+		uid := o.HostUIDBase + o.HostUIDCount - 1
+		if o2, err := probe(ctx, bw, layers{}, uid); err != nil {
+			hu.Status, hu.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot run as uid %d: %v: %s", uid, err, o2)
+			hu.Fix = "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0), or relax it (Options.Relax.HostUID, --relax=hostuid)"
+		} else {
+			hu.Status, hu.Detail = StatusActive, fmt.Sprintf("each sandbox runs as a host uid of its own from %d-%d (leases in %s)", o.HostUIDBase, o.HostUIDBase+o.HostUIDCount-1, hostUIDDir)
+		}
+	}
+	add(hu)
+	return out
+}
+
+func bwrapVersion(bw string) string {
+	out, err := exec.Command(bw, "--version").Output()
+	if err != nil {
+		return "(version unknown)"
+	}
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap ")
+}
+
+// checkCgroups makes and removes a cgroup with the limits opts sets.
+func checkCgroups(o Options) []Protection {
+	mem := Protection{Name: ProtCgroupMemory, Required: true}
+	pids := Protection{Name: ProtCgroupPids, Required: true}
+	cpu := Protection{Name: ProtCgroupCPU}
+	cg, err := newCgroup("check-"+newID(), cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes, CPUs: o.CPUs})
+	if err != nil {
+		for _, p := range []*Protection{&mem, &pids, &cpu} {
+			p.Status, p.Detail = StatusUnavailable, err.Error()
+			p.Fix = "run as root, or in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>)"
+		}
+		return []Protection{mem, pids, cpu}
+	}
+	defer cg.remove()
+	version := "v1"
+	if cg.V2 {
+		version = "v2"
+	}
+	mem.Status, mem.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d MiB per sandbox (RAM+swap), OOM kills counted", version, o.MemoryBytes>>20)
+	pids.Status, pids.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d tasks per sandbox", version, o.Processes)
+	if cg.CPU == "" {
+		cpu.Status, cpu.Detail = StatusUnavailable, "no cpu controller mounted: sandboxes are not capped in CPU time (GOMAXPROCS still is)"
+		cpu.Fix = "mount the cgroup v1 cpu controller, or use cgroup v2 with cpu delegated"
+	} else {
+		cpu.Status, cpu.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d CPUs per sandbox", version, o.CPUs)
+	}
+	return []Protection{mem, pids, cpu}
+}
+
+// checkDisk makes, mounts and removes a minimal sandbox disk.
+func checkDisk(ctx context.Context, o Options) Protection {
+	if o.Relax.DiskQuota {
+		return Protection{Name: ProtDiskQuota, Status: StatusRelaxed,
+			Detail: "Options.Relax.DiskQuota: sandboxes write to the state directory's file system, capped only per file (FileSizeBytes)"}
+	}
+	if p := diskQuotaProblem(); p != nil {
+		return *p
+	}
+	p := Protection{Name: ProtDiskQuota, Required: true}
+	dir, err := os.MkdirTemp("", "sandbox-check-")
+	if err != nil {
+		p.Status, p.Detail = StatusUnavailable, err.Error()
+		return p
+	}
+	defer os.RemoveAll(dir)
+	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
+	err = os.Mkdir(mnt, 0o700)
+	if err == nil {
+		err = os.WriteFile(img, nil, 0o600)
+	}
+	if err == nil {
+		err = os.Truncate(img, MinDiskBytes)
+	}
+	steps := [][]string{
+		{"mkfs.ext4", "-q", "-F", "-N", fmt.Sprint(MinDiskInodes), "-m", "0", "-O", "^has_journal,^resize_inode", img},
+		{"mount", "-t", "ext4", "-o", "loop,discard,nosuid,nodev", img, mnt},
+	}
+	for _, s := range steps {
+		if err != nil {
+			break
+		}
+		if out, e := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); e != nil {
+			err = fmt.Errorf("%s: %v: %s", s[0], e, strings.TrimSpace(string(out)))
+		}
+	}
+	if err != nil {
+		p.Status, p.Detail = StatusUnavailable, "cannot make and loop-mount a small ext4 image: "+err.Error()
+		p.Fix = "give this host loop devices (modprobe loop) and e2fsprogs, or relax it (Options.Relax.DiskQuota, --relax=disk)"
+		return p
+	}
+	_ = unix.Unmount(mnt, unix.MNT_DETACH)
+	p.Status = StatusActive
+	p.Detail = fmt.Sprintf("a loop-mounted ext4 image per sandbox: %d MiB and %d inodes for /app, HOME with its caches and /tmp together", o.DiskBytes>>20, o.DiskInodes)
+	return p
+}
