@@ -10,6 +10,9 @@ set -euo pipefail
 # One package per line; say who needs it.
 packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
+	e2fsprogs # pkg/goruntime/local: mkfs.ext4 for each sandbox's disk (disk quota)
+	mount # pkg/goruntime/local: mount -o loop for each sandbox's disk
+	util-linux # pkg/goruntime/local: setpriv, to start a sandbox as its own host uid
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	runc # test/e2enode: the node's default OCI runtime (containerd's runc shim)
 	containernetworking-plugins # test/e2enode: CNI bridge, host-local, loopback, portmap
