@@ -65,8 +65,12 @@ func (b *Backend) disksDir() string { return filepath.Join(b.opts.StateDir, "dis
 // spareDiskDir holds one marker file per ready disk made for this seed,
 // size and inode count; the marker's name is the disk's id.
 func (b *Backend) spareDiskDir(seed string) string {
-	return filepath.Join(b.disksDir(), "spare", fmt.Sprintf("%s-%d-%d", filepath.Base(seed), b.opts.DiskBytes, b.opts.DiskInodes))
+	return filepath.Join(b.disksDir(), "spare", fmt.Sprintf("%s-%d-%d-%s", filepath.Base(seed), b.opts.DiskBytes, b.opts.DiskInodes, diskLayout))
 }
+
+// diskLayout names the layout makeDisk gives a disk; spares made with
+// another layout (by an older version) are not claimed, and pruned.
+const diskLayout = "l2"
 
 // cacheSubdirs are the Go build cache's 256 subdirectories.
 func cacheSubdirs() []string {
@@ -141,6 +145,15 @@ func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error)
 			return d, fmt.Errorf("lay out disk: %w", err)
 		}
 	}
+	// The cache's subdirectories are writable by any uid, so that a
+	// claim need not chown 256 of them: only the sandbox's uid can reach
+	// them (the disk's .gocache is root's, mode 0700; inside the sandbox
+	// its HOME is its own, mode 0700).
+	for _, sub := range cacheSubdirs() {
+		if err := os.Chmod(filepath.Join(d.upper(), sub), 0o777); err != nil {
+			return d, err
+		}
+	}
 	if err := os.Chmod(d.Dir, 0o711); err != nil {
 		return d, err
 	}
@@ -178,9 +191,6 @@ func (b *Backend) claimDisk(ctx context.Context, seed string, uid int) (disk, er
 	}
 	if uid > 0 {
 		paths := []string{l.app(), l.home(), filepath.Dir(l.gocache()), l.tmp(), l.run(), l.gocache(), filepath.Join(l.gocache(), "trim.txt")}
-		for _, sub := range cacheSubdirs() {
-			paths = append(paths, filepath.Join(l.gocache(), sub))
-		}
 		for _, p := range paths {
 			if err := os.Lchown(p, uid, uid); err != nil {
 				d.remove()
@@ -305,9 +315,14 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 	spare := map[string]bool{}
 	if groups, err := os.ReadDir(filepath.Join(b.disksDir(), "spare")); err == nil {
 		for _, g := range groups {
-			markers, _ := os.ReadDir(filepath.Join(b.disksDir(), "spare", g.Name()))
+			group := filepath.Join(b.disksDir(), "spare", g.Name())
+			markers, _ := os.ReadDir(group)
 			for _, m := range markers {
-				spare[m.Name()] = true
+				if strings.HasSuffix(g.Name(), "-"+diskLayout) {
+					spare[m.Name()] = true
+				} else {
+					_ = os.Remove(filepath.Join(group, m.Name()))
+				}
 			}
 		}
 	}

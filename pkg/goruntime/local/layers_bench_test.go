@@ -45,7 +45,7 @@ func BenchmarkLayersVsBare(b *testing.B) {
 	for b.Loop() {
 		once(0)
 		once(1)
-		time.Sleep(300 * time.Millisecond) // let both refill their spares, as between real requests
+		time.Sleep(time.Second) // let both refill their spares, as between real requests
 	}
 	p50 := func(ds []time.Duration) time.Duration {
 		s := slices.Clone(ds)

@@ -32,6 +32,7 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer b.refillStorage(seed)
 	defer func() {
 		if err != nil {
 			st.release(l.dir)

@@ -49,7 +49,6 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 		st.disk = &d
 		l.disk = d.Dir
-		b.refillSpareDisks(seed)
 		// Dir()/app and friends keep working for host-side callers.
 		for _, name := range []string{"app", "home", "tmp", "run"} {
 			if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
@@ -76,7 +75,6 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 			return st, err
 		}
 	}
-	b.refillSpares(seed)
 	if st.uid > 0 {
 		for _, d := range []string{l.app(), l.home(), l.tmp(), l.run()} {
 			if err := chownTree(d, st.uid); err != nil {
@@ -85,6 +83,17 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 	}
 	return st, nil
+}
+
+// refillStorage tops up the pool Open claims storage from (ready disks,
+// or pre-linked build caches). Open calls it once the sandbox is up, so
+// the filler does not compete with the start it serves.
+func (b *Backend) refillStorage(seed string) {
+	if b.diskQuota {
+		b.refillSpareDisks(seed)
+	} else {
+		b.refillSpares(seed)
+	}
 }
 
 // dropTo is the command the gate runs bubblewrap under: setpriv to the
