@@ -29,6 +29,8 @@ type Flags struct {
 
 	memoryMB int64
 	warmPool int
+	diskMB   int64
+	relax    string
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -42,6 +44,9 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, "local: limit on processes and threads alive at once in each sandbox")
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
 	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
+	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
+	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
+	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: seccomp, userns, hostuid, disk (go run ./cmd/sandbox-check shows which this host gives)")
 	f.AgentSandbox.RegisterFlags(fs)
 	return f
 }
@@ -68,12 +73,24 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 		if f.warmPool < 0 || f.warmPool > maxWarmPool {
 			return nil, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
 		}
+		if f.diskMB <= 0 {
+			return nil, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
+		}
+		if f.Local.DiskInodes <= 0 {
+			return nil, fmt.Errorf("--disk-inodes=%d: must be positive", f.Local.DiskInodes)
+		}
+		relax, err := local.ParseRelax(f.relax)
+		if err != nil {
+			return nil, err
+		}
 		opts := f.Local
 		opts.MemoryBytes = f.memoryMB << 20
 		opts.WarmPool = f.warmPool
 		if f.warmPool == 0 {
 			opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
 		}
+		opts.DiskBytes = f.diskMB << 20
+		opts.Relax = relax
 		opts.Logger = logger
 		b, err := local.New(opts)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -325,4 +326,47 @@ func TestDiskQuotaInodes(t *testing.T) {
 	if res.Outcome != goruntime.OutcomeOK {
 		t.Errorf("go run after cleanup: %s %q", res.Outcome, res.Stderr)
 	}
+}
+
+const raceMain = `package main
+
+// #include <stdlib.h>
+// static int twice(int x) { return 2 * x; }
+import "C"
+
+import (
+	"fmt"
+	"sync"
+)
+
+func main() {
+	var n int
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); n++ }()
+	}
+	wg.Wait()
+	fmt.Println("cgo says", C.twice(21), n)
+}
+`
+
+// TestRaceDetectorAndCgoUnderFilter: the race detector (ThreadSanitizer,
+// which maps its shadow memory and re-execs itself) and cgo with gcc work
+// under the seccomp filter: a program calling C and racing on a counter
+// builds with -race, prints the C result and is reported with exit 66.
+func TestRaceDetectorAndCgoUnderFilter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-race rebuilds the standard library: minutes on 2 cores")
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc on this host")
+	}
+	s := openSession(t, newBackend(t, testOptions()))
+	res := run(t, s, goruntime.Request{Files: []goruntime.File{{Path: "go.mod", Data: []byte("module r\n\ngo 1.24\n")}, {Path: "main.go", Data: []byte(raceMain)}},
+		Command: "CGO_ENABLED=1 go build -race -o app . && ./app", Timeout: 9 * time.Minute})
+	if res.ExitCode != 66 || !strings.Contains(res.Stdout, "cgo says 42") || !strings.Contains(res.Stderr, "Found 1 data race") {
+		t.Errorf("exit %d, outcome %s\nstdout %s\nstderr %.3000s", res.ExitCode, res.Outcome, res.Stdout, res.Stderr)
+	}
+	mustOK(t, s, goruntime.Request{Command: "./app >/dev/null 2>&1; echo next"})
 }
