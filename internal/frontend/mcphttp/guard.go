@@ -1,14 +1,14 @@
 // Package mcphttp guards the MCP Streamable HTTP endpoint of
 // cmd/mcp-server: it refuses browser requests from origins that are not
-// allowed (403), optionally requires a bearer token (401), and caps
-// request bodies (413). The go-sdk handler behind it keeps its own Host
-// check against DNS rebinding. docs/mcp.md has the threat model.
+// allowed (403) and optionally requires a bearer token (401). The go-sdk
+// handler behind it keeps its own Host check against DNS rebinding and
+// its request body cap (413, StreamableHTTPOptions.MaxRequestBodyBytes).
+// docs/mcp.md has the threat model.
 package mcphttp
 
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,10 +19,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
-
-// DefaultMaxBodyBytes caps one request body: a run_go_code call carries
-// its source files, which goruntime caps at 16 MiB in all.
-const DefaultMaxBodyBytes = 32 << 20
 
 // TokenEnv is the environment variable that may hold the bearer token
 // (the --auth-token-file flag takes precedence).
@@ -38,9 +34,6 @@ type Config struct {
 	// Token, when not empty, must be sent as "Authorization: Bearer
 	// <Token>"; a missing or wrong token gets 401.
 	Token string
-	// MaxBodyBytes caps a request body; past it the request fails with
-	// 413. 0 means DefaultMaxBodyBytes.
-	MaxBodyBytes int64
 }
 
 // Validate checks the allowed origins' shape (scheme://host[:port]).
@@ -50,9 +43,6 @@ func (c Config) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			return fmt.Errorf("allowed origin %q: want scheme://host[:port], e.g. http://localhost:6274", o)
 		}
-	}
-	if c.MaxBodyBytes < 0 {
-		return errors.New("request body cap must not be negative")
 	}
 	return nil
 }
@@ -82,24 +72,12 @@ func ReadToken(file string, lookupEnv func(string) (string, bool)) (string, erro
 }
 
 // Handler wraps h: Origin check (403), then bearer token (401, when
-// cfg.Token is set), then the body cap (413), then h.
+// cfg.Token is set), then h.
 func Handler(h http.Handler, cfg Config) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	max := cfg.MaxBodyBytes
-	if max == 0 {
-		max = DefaultMaxBodyBytes
-	}
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
-			http.Error(w, fmt.Sprintf("request body of %d bytes is over the %d-byte cap", r.ContentLength, max), http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, max)
-		h.ServeHTTP(w, r)
-	})
-	var next http.Handler = inner
+	next := h
 	if cfg.Token != "" {
 		token := []byte(cfg.Token)
 		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {

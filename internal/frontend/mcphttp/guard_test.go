@@ -16,6 +16,10 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 // serve runs a real MCP server (one tool, echo) behind the guard on a
 // loopback listener.
 func serve(t *testing.T, cfg Config) *httptest.Server {
+	return serveOpts(t, cfg, nil)
+}
+
+func serveOpts(t *testing.T, cfg Config, opts *mcp.StreamableHTTPOptions) *httptest.Server {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "guard-test", Version: "1"}, nil)
 	type in struct {
@@ -24,7 +28,7 @@ func serve(t *testing.T, cfg Config) *httptest.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 	})
-	h, err := Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil), cfg)
+	h, err := Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +166,16 @@ func TestBearerToken(t *testing.T) {
 	}
 }
 
-func TestBodyCap(t *testing.T) {
-	ts := serve(t, Config{MaxBodyBytes: 1024})
+// TestBodyCapBehindGuard: the SDK's request body cap still answers 413
+// behind the guard (and the guard does not buffer bodies).
+func TestBodyCapBehindGuard(t *testing.T) {
+	ts := serveOpts(t, Config{Token: "t"}, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: 1024})
 	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 4096) + `"}}`
-	resp, err := http.Post(ts.URL, "application/json", strings.NewReader(big))
+	req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(big))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer t")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +183,7 @@ func TestBodyCap(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("4 KiB body over a 1 KiB cap: %d, want 413", resp.StatusCode)
 	}
-	if got := post(t, ts.URL, nil); got != http.StatusOK {
+	if got := post(t, ts.URL, map[string]string{"Authorization": "Bearer t"}); got != http.StatusOK {
 		t.Errorf("small body: %d", got)
 	}
 }
