@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -65,7 +66,14 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; empty: off")
+		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth)")
+		maxReqMB    = fs.Int64("max-request-mb", 4, "http: largest request body, MiB (413 past it)")
+		origins     []string
 	)
+	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {
+		origins = append(origins, strings.TrimSuffix(v, "/"))
+		return nil
+	})
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
@@ -93,16 +101,34 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	cfg := mcpserver.Config{
-		Logger:         log,
-		Version:        version(),
-		OpenTimeout:    *openTimeout,
-		DefaultTimeout: *timeout,
-		MaxTimeout:     *maxTimeout,
-		Ephemeral:      *ephemeral,
-		Claim:          *claim,
-		Persistent:     *persistent,
-		IdleTTL:        *idleTTL,
-		MaxSandboxes:   *maxSB,
+		Logger:          log,
+		Version:         version(),
+		OpenTimeout:     *openTimeout,
+		DefaultTimeout:  *timeout,
+		MaxTimeout:      *maxTimeout,
+		Ephemeral:       *ephemeral,
+		Claim:           *claim,
+		Persistent:      *persistent,
+		IdleTTL:         *idleTTL,
+		MaxSandboxes:    *maxSB,
+		HTTP:            mcphttp.Config{AllowedOrigins: origins},
+		MaxRequestBytes: *maxReqMB << 20,
+	}
+	if err := cfg.HTTP.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mcp-server: --allowed-origin: %v\n", err)
+		return 2
+	}
+	if *maxReqMB <= 0 {
+		fmt.Fprintf(stderr, "mcp-server: --max-request-mb=%d: must be positive\n", *maxReqMB)
+		return 2
+	}
+	if *httpAddr != "" {
+		tok, err := mcphttp.ReadToken(*tokenFile, os.LookupEnv)
+		if err != nil {
+			fmt.Fprintf(stderr, "mcp-server: --auth-token-file: %v\n", err)
+			return 2
+		}
+		cfg.HTTP.Token = tok
 	}
 	if err := checkFlags(cfg, *httpAddr); err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
@@ -162,6 +188,9 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		fmt.Fprintf(stderr, "mcp-server: --http=%s: %v\n", *httpAddr, err)
 		return 1
 	}
+	if cfg.HTTP.Token == "" && !isLoopback(ln.Addr()) {
+		log.Warn("serving beyond loopback without a bearer token: anyone who reaches this address can run code in a sandbox (set --auth-token-file)", "addr", ln.Addr().String())
+	}
 	if err := srv.ServeHTTP(ctx, ln); err != nil {
 		log.Error("http server", "err", err)
 		return 1
@@ -204,4 +233,10 @@ func serveMetrics(ln net.Listener, h http.Handler, log *slog.Logger) (stop func(
 		}
 	}()
 	return func() { _ = hs.Close() }
+}
+
+// isLoopback reports whether a listener's address is a loopback IP.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

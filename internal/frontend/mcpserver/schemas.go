@@ -20,7 +20,7 @@ command runs with /bin/sh -c in /app (pipes, && and ; work). Examples:
 - checks: "go vet ./...", "gofmt -l ." (or the check_go_code tool)
 - another Go release: go_version "1.25.9"
 
-A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, memory_limit, process_limit, file_size_limit, output_limit): read stderr, fix, call again. isError is true whenever outcome is not ok, also when a command that ran into a sandbox limit exited 0. Compile errors read file:line:col: message in stderr; the result also lists them as diagnostics (file, line, column, message, source: compile, vet, gofmt, test), and a go test run lists its tests (package, name, status: pass, fail, skip, elapsed_ms, output). Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
+A command that fails still returns its full result, with isError true, the exit code and an outcome (build_failed, test_failed, panic, runtime_error, timeout, memory_limit, process_limit, file_size_limit, disk_limit, output_limit): read stderr, fix, call again. isError is true whenever outcome is not ok, also when a command that ran into a sandbox limit exited 0. Compile errors read file:line:col: message in stderr; the result also lists them as diagnostics (file, line, column, message, source: compile, vet, gofmt, test), and a go test run lists its tests (package, name, status: pass, fail, skip, elapsed_ms, output). Each command is killed after timeout_seconds (default %d, at most %d). Output is cut to its head and tail (a few KiB per stream) with a marker saying how much was left out; redirect large output to a file and read_file parts of it. Sandboxes usually have no network: prefer the standard library; modules resolve only from the module cache.`
 
 // RunInput is run_go_code's input.
 type RunInput struct {
@@ -56,7 +56,7 @@ var outcomes = []any{
 	string(goruntime.OutcomeOK), string(goruntime.OutcomeBuildFailed), string(goruntime.OutcomeTestFailed),
 	string(goruntime.OutcomePanic), string(goruntime.OutcomeRuntimeError), string(goruntime.OutcomeTimeout),
 	string(goruntime.OutcomeMemoryLimit), string(goruntime.OutcomeProcessLimit),
-	string(goruntime.OutcomeFileSizeLimit), string(goruntime.OutcomeOutputLimit),
+	string(goruntime.OutcomeFileSizeLimit), string(goruntime.OutcomeDiskLimit), string(goruntime.OutcomeOutputLimit),
 }
 
 // ReadInput is read_file's input.

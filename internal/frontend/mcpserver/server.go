@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -66,6 +67,13 @@ type Config struct {
 	// Session tunes the sessions' output window and defaults; see
 	// goruntime.Options. Session.DefaultTimeout is set from DefaultTimeout.
 	Session goruntime.Options
+
+	// HTTP guards the Streamable HTTP endpoint: allowed browser origins
+	// and the optional bearer token (internal/frontend/mcphttp).
+	HTTP mcphttp.Config
+	// MaxRequestBytes caps one HTTP request body (413 past it); 0 means
+	// the go-sdk's default, 4 MiB.
+	MaxRequestBytes int64
 }
 
 const (
@@ -232,7 +240,9 @@ func (s *Server) attachClaim(ctx context.Context) error {
 }
 
 // Handler returns the Streamable HTTP handler: one sandbox per MCP
-// session. It refuses Claim and Persistent, which name one sandbox for the
+// session, behind the guard Config.HTTP configures (403 for a foreign
+// Origin, 401 without the token when one is set; the go-sdk adds its Host
+// check and the body cap). It refuses Claim and Persistent, which name one sandbox for the
 // whole process.
 func (s *Server) Handler() (http.Handler, error) {
 	if s.cfg.Claim != "" {
@@ -245,8 +255,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	if s.cfg.IdleTTL > 0 {
 		timeout = s.cfg.IdleTTL
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLogger(s.log)}), nil
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLogger(s.log), MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
+	return mcphttp.Handler(h, s.cfg.HTTP)
 }
 
 // ServeHTTP serves Streamable HTTP on ln (at path /mcp and /) until ctx is
