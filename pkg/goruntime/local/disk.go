@@ -215,12 +215,28 @@ func (b *Backend) claimSpareDisk(seed string) (disk, bool) {
 			continue
 		}
 		d := diskByID(b.disksDir(), e.Name())
-		if isMountPoint(d.Dir) && isMountPoint(layout{dir: d.Dir}.gocache()) {
+		if d.complete() {
 			return d, true
 		}
+		b.opts.Logger.Warn("local backend: a spare disk is not mounted or not laid out; removing it", "disk", d.Dir)
 		d.remove()
 	}
 	return disk{}, false
+}
+
+// complete reports whether the disk is mounted, with the overlay on its
+// GOCACHE, and holds every directory makeDisk lays out.
+func (d disk) complete() bool {
+	l := layout{dir: d.Dir}
+	if !isMountPoint(d.Dir) || !isMountPoint(l.gocache()) {
+		return false
+	}
+	for _, p := range []string{l.etc(), l.app(), l.home(), l.tmp(), l.run(), d.upper()} {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // refillSpareDisks tops the pool of ready disks up to spareDisks, one

@@ -154,6 +154,10 @@ const (
 	MinDiskBytes  = 32 << 20
 	MinDiskInodes = 2048
 
+	// inodeBytes is the size of one ext4 inode: a disk's inode tables
+	// take DiskInodes*inodeBytes of DiskBytes.
+	inodeBytes = 256
+
 	// MinMemoryBytes is the smallest MemoryBytes New accepts: the runtime
 	// server (~13 MB resident), the sandbox's shells and a command's first
 	// process must fit, with room left for the command; below it a sandbox
@@ -182,6 +186,9 @@ func (o Options) validate() error {
 	case o.DiskInodes < MinDiskInodes:
 		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes, --disk-inodes) is below the minimum of %d: a sandbox's own directories and the Go build cache's take about 300",
 			o.DiskInodes, MinDiskInodes)
+	case o.DiskInodes*inodeBytes > o.DiskBytes/8:
+		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes, --disk-inodes) needs %d MiB of inode tables, more than an eighth of the %d MiB disk quota (Options.DiskBytes, --disk-mb): lower the inode quota to at most %d or raise the disk quota",
+			o.DiskInodes, o.DiskInodes*inodeBytes>>20, o.DiskBytes>>20, o.DiskBytes/8/inodeBytes)
 	case o.HostUIDBase <= 0 || o.HostUIDCount <= 0 || int64(o.HostUIDBase)+int64(o.HostUIDCount) > 1<<31:
 		return fmt.Errorf("local backend: host uid range %d+%d (Options.HostUIDBase, HostUIDCount) must be positive and end below 2^31", o.HostUIDBase, o.HostUIDCount)
 	case o.CPUs > runtime.NumCPU():

@@ -73,6 +73,10 @@ func TestNewRejectsAbsurdLimits(t *testing.T) {
 		{"memory", func(o *local.Options) { o.MemoryBytes = 8 << 20 }, []string{"Options.MemoryBytes", "--memory-mb=8", "64 MiB"}},
 		{"processes", func(o *local.Options) { o.Processes = 4 }, []string{"Options.Processes", "--processes", "16"}},
 		{"cpus", func(o *local.Options) { o.CPUs = runtime.NumCPU() + 1 }, []string{"Options.CPUs", "--cpus", strconv.Itoa(runtime.NumCPU()) + " CPUs"}},
+		{"disk", func(o *local.Options) { o.DiskBytes = 1 << 20 }, []string{"Options.DiskBytes", "--disk-mb=1", "32 MiB"}},
+		{"inodes", func(o *local.Options) { o.DiskInodes = 100 }, []string{"Options.DiskInodes", "--disk-inodes", "2048"}},
+		{"inode tables", func(o *local.Options) { o.DiskBytes = 64 << 20 }, []string{"Options.DiskInodes", "inode tables", "at most 32768"}},
+		{"uid range", func(o *local.Options) { o.HostUIDBase = 1 << 31 }, []string{"Options.HostUIDBase", "2^31"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions()
