@@ -13,15 +13,20 @@ import (
 // BenchmarkLayersVsBare runs, side by side in one process and alternating
 // every iteration, the same work on a backend with every protection
 // (seccomp filter, nested user namespace block, host uid, disk quota)
-// and on one with all of them relaxed: Open (until the server answers),
+// and on one with all of them relaxed, neither with a warm pool: Open
+// (the whole start path, until the server answers),
 // then the first `go run main.go` in that fresh sandbox. It reports p50
 // of each and the ratios layered/bare (target <= 1.2).
 //
 //	go test -run '^$' -bench LayersVsBare -benchtime 10x ./pkg/goruntime/local/
 func BenchmarkLayersVsBare(b *testing.B) {
-	bareOpts := testOptions()
+	// No warm pool for either: Open then is the whole start path, where
+	// the layers are set up (with a pool it is a claim of a sandbox
+	// started earlier).
+	layeredOpts, bareOpts := testOptions(), testOptions()
+	layeredOpts.WarmPool, bareOpts.WarmPool = -1, -1
 	bareOpts.Relax = local.Relax{Seccomp: true, NestedUserns: true, HostUID: true, DiskQuota: true}
-	backends := []*local.Backend{newBackend(b, testOptions()), newBackend(b, bareOpts)}
+	backends := []*local.Backend{newBackend(b, layeredOpts), newBackend(b, bareOpts)}
 	ctx := context.Background()
 	open := make([][]time.Duration, 2)
 	first := make([][]time.Duration, 2)
