@@ -178,10 +178,14 @@ func (b *Backend) claimDisk(ctx context.Context, seed string, uid int) (disk, er
 		}
 	}
 	l := layout{dir: d.Dir}
-	// A fresh mtime: pruneDisks leaves young disks alone, and this one is
-	// not yet named by a sandbox.json.
+	// A fresh mtime on the image: pruneDisks leaves disks whose image is
+	// young alone, and this one is not yet named by a sandbox.json (a
+	// spare's image may be hours old).
 	now := time.Now()
-	_ = os.Chtimes(d.Dir, now, now)
+	if err := os.Chtimes(d.Image, now, now); err != nil {
+		d.remove()
+		return d, fmt.Errorf("claim disk: %w", err)
+	}
 	stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
 	// Through the overlay, not on the upper directory behind its back:
 	// overlayfs keeps its own copy of a directory's owner and mode.
@@ -319,10 +323,11 @@ func (d disk) usage() (diskUsage, error) {
 	return diskUsage{freeBytes: st.Bavail * uint64(st.Bsize), freeInodes: st.Ffree}, nil
 }
 
-// pruneDisks removes disks no sandbox and no spare marker names and that
-// are older than 10 minutes (younger ones may be in the middle of an Open
-// or a refill in another process). live holds the mount points of live
-// sandboxes' disks.
+// pruneDisks removes disks no sandbox and no spare marker names and whose
+// image is older than 10 minutes (a younger one may be in the middle of
+// an Open, which touches the image when it claims a disk, or of a refill,
+// in another process). live holds the mount points of live sandboxes'
+// disks.
 func (b *Backend) pruneDisks(live map[string]bool) {
 	entries, err := os.ReadDir(b.disksDir())
 	if err != nil {
