@@ -28,10 +28,10 @@ vet: ## go vet every package
 	$(GO) vet ./...
 
 unit: ## go test every package (includes real-bubblewrap tests and the corpus)
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 race: ## the cheap packages again under the race detector
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
 
 e2e: deps ## end-to-end: real kube-apiserver, etcd, agent-sandbox controller and router
 	bash test/e2e/run.sh
