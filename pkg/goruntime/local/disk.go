@@ -105,6 +105,9 @@ func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error)
 			d.remove()
 		}
 	}()
+	if err = os.MkdirAll(filepath.Dir(d.Image), 0o700); err != nil {
+		return d, fmt.Errorf("create disk image directory: %w", err)
+	}
 	f, err := os.OpenFile(d.Image, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return d, fmt.Errorf("create disk image: %w", err)
