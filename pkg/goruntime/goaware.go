@@ -164,9 +164,9 @@ func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) (
 	var b strings.Builder
 	fmt.Fprintf(&b, `d=$(mktemp -d) || exit 1; tar -xf %s -C "$d"; rc=$?; rm -f %s; [ $rc = 0 ] || exit $rc; cd "$d" || exit 1`, name, name)
 	for i, p := range parts {
-		fmt.Fprintf(&b, "\ngo tool test2json -p %s < part%d", ShellQuote(p.Package), i)
+		fmt.Fprintf(&b, "\ngo tool test2json -p %s < part%d || rc=$?", ShellQuote(p.Package), i)
 	}
-	b.WriteString("\ncd / && rm -rf \"$d\"")
+	b.WriteString("\ncd / && rm -rf \"$d\"; exit $rc")
 	er, err := s.sb.Exec(ctx, ExecRequest{Command: b.String(), Timeout: test2jsonTimout})
 	if err != nil {
 		return nil, fmt.Errorf("go tool test2json: %w", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,8 +54,11 @@ func (e *StageError) Error() string {
 func (e *StageError) Unwrap() error { return e.Err }
 
 type step struct {
-	command string   // what the user sees and what runs, in the flow's directory
-	want    []string // substrings the combined output must contain
+	command  string   // what the user sees and what runs, in the flow's directory
+	want     []string // substrings the combined output must contain
+	wantExit int      // the exit code the step must end with (a failing build shows diagnostics)
+	wantDiag string   // "file:line" a diagnostic of the result must have
+	wantTest string   // a test the result must list as passed
 }
 
 type flow struct {
@@ -86,7 +90,11 @@ func flows() []flow {
 				// then the binary.
 				{command: "go build ./... && go build -o app ."},
 				{command: "./app", want: []string{"Hello, Alice!", "Hello, Bob!", "Hello, Carol!"}},
-				{command: "go test ./...", want: []string{"ok  \texample.com/hello/greet"}},
+				{command: "go test -v ./...", want: []string{"ok  \texample.com/hello/greet"}, wantTest: "TestHello"},
+				// A type error: the result lists it as a diagnostic with
+				// its position (relative to the directory go ran in).
+				{command: `printf 'package greet\n\nfunc Broken() int { return "x" }\n' > greet/broken.go && go build ./...; rc=$?; rm -f greet/broken.go; exit $rc`,
+					wantExit: 1, wantDiag: "greet/broken.go:3"},
 			},
 		},
 	}
@@ -156,9 +164,20 @@ func runFlow(ctx context.Context, ex Executor, f flow, opts Options) error {
 			writeOutput(opts.Out, res.Stdout)
 			writeOutput(opts.Out, res.Stderr)
 		}
-		if res.ExitCode != 0 {
+		printGoAware(opts.Out, res)
+		if res.ExitCode != s.wantExit {
 			return &StageError{Flow: f.name, Command: s.command,
 				Err: fmt.Errorf("exit code %d (outcome %s)", res.ExitCode, res.Outcome)}
+		}
+		if s.wantDiag != "" && !slices.ContainsFunc(res.Diagnostics, func(d goruntime.Diagnostic) bool {
+			return fmt.Sprintf("%s:%d", d.File, d.Line) == s.wantDiag
+		}) {
+			return &StageError{Flow: f.name, Command: s.command, Err: fmt.Errorf("no diagnostic at %s in %v", s.wantDiag, res.Diagnostics)}
+		}
+		if s.wantTest != "" && !slices.ContainsFunc(res.Tests, func(t goruntime.TestResult) bool {
+			return t.Name == s.wantTest && t.Status == goruntime.TestPass
+		}) {
+			return &StageError{Flow: f.name, Command: s.command, Err: fmt.Errorf("test %s not reported as passed in %v", s.wantTest, res.Tests)}
 		}
 		out := res.Stdout + res.Stderr
 		for _, w := range s.want {
@@ -168,6 +187,17 @@ func runFlow(ctx context.Context, ex Executor, f flow, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// printGoAware prints the result's diagnostics and per-test results.
+func printGoAware(w io.Writer, res *goruntime.Result) {
+	for _, d := range res.Diagnostics {
+		msg, _, _ := strings.Cut(d.Message, "\n")
+		fmt.Fprintf(w, "   diagnostic [%s] %s:%d:%d: %s\n", d.Source, d.File, d.Line, d.Column, msg)
+	}
+	for _, t := range res.Tests {
+		fmt.Fprintf(w, "   test %-4s %s %s (%d ms)\n", strings.ToUpper(string(t.Status)), t.Package, t.Name, t.Elapsed.Milliseconds())
+	}
 }
 
 func writeOutput(w io.Writer, s string) {

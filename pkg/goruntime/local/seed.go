@@ -370,6 +370,10 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		mode := os.FileMode(0o444)
 		if d.IsDir() {
 			mode = 0o555
+		} else if info, err := d.Info(); err == nil && info.Mode()&0o111 != 0 {
+			// Executables the go command caches (go tool test2json since
+			// Go 1.24) are run from the cache: keep them runnable.
+			mode = 0o555
 		}
 		if root0 {
 			if err := os.Lchown(p, seedOwner, seedOwner); err != nil {

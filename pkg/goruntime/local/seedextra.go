@@ -16,14 +16,14 @@ import (
 // once complete, new sandboxes' build caches are linked from it instead
 // of the base (populateCache), and their first go test -race or -cover
 // compiles only the user's code. It lives beside the base as
-// seed/<key>-extra-v1-race or seed/<key>-extra-v1.
+// seed/<key>-extra-v2-race or seed/<key>-extra-v2.
 
 // extraSeedSuffix names the extra seed after the base seed's directory.
 func extraSeedSuffix() string {
 	if raceCapable() {
-		return "-extra-v1-race"
+		return "-extra-v2-race"
 	}
-	return "-extra-v1"
+	return "-extra-v2"
 }
 
 // withExtra returns the extra seed of base when it is complete, else base.

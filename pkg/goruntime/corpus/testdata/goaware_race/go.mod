@@ -1,0 +1,3 @@
+module example.com/r
+
+go 1.24
