@@ -40,6 +40,7 @@ type Backend struct {
 	refilling      atomic.Bool // a spare-cache filler runs
 	refillingDisks atomic.Bool // a spare-disk filler runs
 
+	bg           *background // work that outlives its caller; Close ends it (background.go)
 	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
 	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
 
@@ -63,7 +64,7 @@ func New(opts Options) (*Backend, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{opts: o}
+	b := &Backend{opts: o, bg: newBackground()}
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
 	}
@@ -105,7 +106,7 @@ func New(opts Options) (*Backend, error) {
 	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	go b.prune(context.Background())
+	b.bg.start(b.prune)
 	b.pool = newWarmPool(b, o.WarmPool)
 	if b.seedReady() {
 		b.pool.refill() // else the first Open or Prepare fills it
@@ -279,7 +280,12 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 		run = &seedBuild{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{}),
 			last: goruntime.Progress{Stage: seedStage, Message: "starting (once per machine and Go installation)"}}
 		b.seedBuild = run
-		go b.runSeedBuild(run)
+		if !b.bg.start(func(bgCtx context.Context) { b.runSeedBuild(bgCtx, run) }) {
+			// After Close: build in this call, bounded by its ctx.
+			b.seedMu.Unlock()
+			b.runSeedBuild(ctx, run)
+			b.seedMu.Lock()
+		}
 	}
 	b.seedMu.Unlock()
 	if err := run.wait(ctx); err != nil {
@@ -334,8 +340,8 @@ func (r *seedBuild) wait(ctx context.Context) error {
 	}
 }
 
-func (b *Backend) runSeedBuild(run *seedBuild) {
-	ctx, cancel := context.WithTimeout(context.Background(), seedBuildTimeout)
+func (b *Backend) runSeedBuild(ctx context.Context, run *seedBuild) {
+	ctx, cancel := context.WithTimeout(ctx, seedBuildTimeout)
 	defer cancel()
 	dir, err := ensureSeed(ctx, b.opts.StateDir, b.goroot, b.seedEnv(), run.report)
 	if err != nil && ctx.Err() != nil {

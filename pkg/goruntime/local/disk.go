@@ -252,7 +252,7 @@ func (b *Backend) refillSpareDisks(seed string) {
 	if !b.refillingDisks.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	started := b.bg.start(func(bgCtx context.Context) {
 		defer b.refillingDisks.Store(false)
 		dir := b.spareDiskDir(seed)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -260,10 +260,10 @@ func (b *Backend) refillSpareDisks(seed string) {
 		}
 		for {
 			entries, err := os.ReadDir(dir)
-			if err != nil || len(entries) >= spareDisks {
+			if err != nil || len(entries) >= spareDisks || bgCtx.Err() != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(bgCtx, time.Minute)
 			d, err := b.makeDisk(ctx, seed)
 			cancel()
 			if err != nil {
@@ -275,7 +275,10 @@ func (b *Backend) refillSpareDisks(seed string) {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		b.refillingDisks.Store(false)
+	}
 }
 
 // remove unmounts the disk (and the overlay on it), deletes its image

@@ -196,10 +196,12 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 // for Open to claim (at most Options.WarmPool).
 func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 
-// Close ends the backend's warm pool: it stops refilling and closes the
-// sandboxes waiting in it, waiting for a start in flight until ctx is
-// done. Sandboxes Open returned are not touched (their owners close them);
-// Open keeps working after Close, starting each sandbox itself.
+// Close ends the backend's warm pool and its background work: it stops
+// refilling, closes the sandboxes waiting in the pool, cancels seed builds
+// and spare fillers in flight, and waits for all of it until ctx is done
+// (the error then wraps ctx.Err()). Sandboxes Open returned are not
+// touched (their owners close them); Open keeps working after Close,
+// starting each sandbox itself and building a missing seed in the call.
 func (b *Backend) Close(ctx context.Context) error {
-	return b.pool.close(ctx)
+	return errors.Join(b.pool.close(ctx), b.bg.close(ctx))
 }

@@ -31,6 +31,13 @@ func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)
 	}
+	// Close ends the extra seed build the second Prepare starts, before
+	// the state directory is removed.
+	t.Cleanup(func() {
+		if err := b.Close(context.Background()); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	err = b.Prepare(ctx)
 	cancel()

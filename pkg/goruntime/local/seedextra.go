@@ -42,8 +42,8 @@ func (b *Backend) buildExtraSeed(base string) {
 	if withExtra(base) != base || !b.extraStarted.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), seedBuildTimeout)
+	started := b.bg.start(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, seedBuildTimeout)
 		defer cancel()
 		start := time.Now()
 		dir, err := ensureSeedExtra(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
@@ -54,7 +54,10 @@ func (b *Backend) buildExtraSeed(base string) {
 			return
 		}
 		b.opts.Logger.Debug("local backend: extra seed build cache ready", "dir", dir, "took", time.Since(start).Round(time.Second))
-	}()
+	})
+	if !started {
+		b.extraStarted.Store(false)
+	}
 }
 
 // PrepareExtra builds the extra seed build cache (race detector, coverage,

@@ -53,7 +53,7 @@ func (b *Backend) refillSpares(seed string) {
 	if !b.refilling.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	started := b.bg.start(func(ctx context.Context) {
 		defer b.refilling.Store(false)
 		dir := b.spareDir(seed)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -70,7 +70,7 @@ func (b *Backend) refillSpares(seed string) {
 					ready++
 				}
 			}
-			if ready >= spareCaches {
+			if ready >= spareCaches || ctx.Err() != nil {
 				return
 			}
 			name := newID()
@@ -85,7 +85,10 @@ func (b *Backend) refillSpares(seed string) {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		b.refilling.Store(false)
+	}
 }
 
 // trash moves dir out of the way at once and deletes it in the background.
@@ -98,7 +101,9 @@ func (b *Backend) trash(dir string) error {
 	if err := os.Rename(dir, dst); err != nil {
 		return removeTree(dir)
 	}
-	go func() { _ = removeTree(dst) }()
+	if !b.bg.start(func(context.Context) { _ = removeTree(dst) }) {
+		return removeTree(dst)
+	}
 	return nil
 }
 
