@@ -5,13 +5,18 @@
 # by that module's go.mod, go.sum and the Go version. Later runs reuse them.
 #
 # Usage: test/e2e/build-tools.sh            prints the binary directory on stdout
-# Env:   E2E_CACHE_DIR  cache root (default: <repo>/.cache/e2e-bin)
+# Env:   E2E_CACHE_DIR  cache root (default: /var/cache/go-runtime-sandbox/e2e-bin
+#                       when writable, so fresh clones (CI, make lint) reuse one
+#                       build; else <repo>/.cache/e2e-bin)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 tools="$here/tools"
-cache_root="${E2E_CACHE_DIR:-$repo/.cache/e2e-bin}"
+cache_root="${E2E_CACHE_DIR:-/var/cache/go-runtime-sandbox/e2e-bin}"
+if ! mkdir -p "$cache_root" 2>/dev/null || [[ ! -w $cache_root ]]; then
+	cache_root="$repo/.cache/e2e-bin"
+fi
 
 key="$( { cat "$tools/go.mod" "$tools/go.sum"; go env GOVERSION GOOS GOARCH; } | sha256sum | cut -c1-16)"
 out="$cache_root/tools-$key"

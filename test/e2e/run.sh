@@ -22,13 +22,6 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
-if [[ -z ${E2E_CACHE_DIR:-} ]]; then
-	E2E_CACHE_DIR=/var/cache/go-runtime-sandbox/e2e-bin
-	if ! mkdir -p "$E2E_CACHE_DIR" 2>/dev/null || [[ ! -w $E2E_CACHE_DIR ]]; then
-		E2E_CACHE_DIR="$repo/.cache/e2e-bin"
-	fi
-fi
-export E2E_CACHE_DIR
 
 t_start=$(date +%s)
 if ! command -v etcd >/dev/null 2>&1; then
@@ -38,6 +31,8 @@ fi
 
 t0=$(date +%s)
 tools="$(bash test/e2e/build-tools.sh)"
+# The Go build cache seed lives beside the tools, in build-tools.sh's cache.
+export E2E_CACHE_DIR="${E2E_CACHE_DIR:-$(dirname "$tools")}"
 t_tools=$(($(date +%s) - t0))
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")"
