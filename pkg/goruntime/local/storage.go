@@ -43,7 +43,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 	}
 	if b.diskQuota {
-		d, err := b.claimDisk(ctx, seed, st.uid)
+		d, err := b.claimDisk(ctx, withExtra(seed), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota, --relax=disk): %w", err, goruntime.ErrUnavailable)
 		}
@@ -90,7 +90,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 // the filler does not compete with the start it serves.
 func (b *Backend) refillStorage(seed string) {
 	if b.diskQuota {
-		b.refillSpareDisks(seed)
+		b.refillSpareDisks(withExtra(seed))
 	} else {
 		b.refillSpares(seed)
 	}
