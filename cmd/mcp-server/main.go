@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
@@ -53,27 +52,15 @@ func version() string {
 func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cfg := mcpserver.Defaults()
+	cfg.RegisterFlags(fs)
 	var (
 		httpAddr    = fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8931) instead of stdio; one sandbox per MCP session")
-		claim       = fs.String("claim", "", "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) at startup instead of opening a new one; exit 1 if it cannot")
-		persistent  = fs.Bool("persistent", false, "stdio: leave the sandbox running on exit and log its ID for --claim")
-		ephemeral   = fs.Bool("ephemeral", false, "empty /app before every run_go_code call (build and module caches stay)")
-		openTimeout = fs.Duration("open-timeout", 5*time.Minute, "how long to wait for a sandbox to start (the local backend's first start on a machine also builds its seed build cache, 1-3 minutes on 2 cores; a build cut short by this timeout goes on, and the next start reuses it)")
-		timeout     = fs.Duration("timeout", 60*time.Second, "a command's time limit when the call gives no timeout_seconds")
-		maxTimeout  = fs.Duration("max-timeout", 10*time.Minute, "the largest timeout_seconds a call may ask for")
-		idleTTL     = fs.Duration("idle-ttl", 30*time.Minute, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
-		maxSB       = fs.Int("max-sandboxes", 16, "http: most sandboxes open at once across sessions (0: no limit)")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; empty: off")
 		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth)")
-		maxReqMB    = fs.Int64("max-request-mb", 4, "http: largest request body, MiB (413 past it)")
-		origins     []string
 	)
-	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {
-		origins = append(origins, strings.TrimSuffix(v, "/"))
-		return nil
-	})
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
@@ -100,28 +87,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := mcpserver.Config{
-		Logger:          log,
-		Version:         version(),
-		OpenTimeout:     *openTimeout,
-		DefaultTimeout:  *timeout,
-		MaxTimeout:      *maxTimeout,
-		Ephemeral:       *ephemeral,
-		Claim:           *claim,
-		Persistent:      *persistent,
-		IdleTTL:         *idleTTL,
-		MaxSandboxes:    *maxSB,
-		HTTP:            mcphttp.Config{AllowedOrigins: origins},
-		MaxRequestBytes: *maxReqMB << 20,
-	}
-	if err := cfg.HTTP.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mcp-server: --allowed-origin: %v\n", err)
-		return 2
-	}
-	if *maxReqMB <= 0 {
-		fmt.Fprintf(stderr, "mcp-server: --max-request-mb=%d: must be positive\n", *maxReqMB)
-		return 2
-	}
+	cfg.Logger = log
+	cfg.Version = version()
 	if *httpAddr != "" {
 		tok, err := mcphttp.ReadToken(*tokenFile, os.LookupEnv)
 		if err != nil {
@@ -133,12 +100,6 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	if err := checkFlags(cfg, *httpAddr); err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
 		return 2
-	}
-	if cfg.IdleTTL == 0 {
-		cfg.IdleTTL = -1 // Config: negative means never
-	}
-	if cfg.MaxSandboxes == 0 {
-		cfg.MaxSandboxes = -1
 	}
 
 	backend, err := bf.New(ctx, log)
@@ -199,27 +160,16 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 }
 
 // checkFlags refuses flag combinations that cannot work, before any
-// backend is built.
+// backend is built: --claim and --persistent are stdio-only; every value
+// check is cfg.Validate's.
 func checkFlags(cfg mcpserver.Config, httpAddr string) error {
 	switch {
 	case httpAddr != "" && cfg.Claim != "":
 		return fmt.Errorf("--claim works over stdio only: with --http each MCP session gets its own sandbox")
 	case httpAddr != "" && cfg.Persistent:
 		return fmt.Errorf("--persistent works over stdio only: HTTP sandboxes end with their MCP session")
-	case strings.TrimSpace(cfg.Claim) != cfg.Claim:
-		return fmt.Errorf("--claim=%q: the ID has surrounding spaces", cfg.Claim)
-	case cfg.OpenTimeout <= 0:
-		return fmt.Errorf("--open-timeout=%s: must be positive", cfg.OpenTimeout)
-	case cfg.DefaultTimeout <= 0:
-		return fmt.Errorf("--timeout=%s: must be positive", cfg.DefaultTimeout)
-	case cfg.MaxTimeout < cfg.DefaultTimeout:
-		return fmt.Errorf("--max-timeout=%s is below --timeout=%s", cfg.MaxTimeout, cfg.DefaultTimeout)
-	case cfg.IdleTTL < 0:
-		return fmt.Errorf("--idle-ttl=%s: must not be negative (0 means never)", cfg.IdleTTL)
-	case cfg.MaxSandboxes < 0:
-		return fmt.Errorf("--max-sandboxes=%d: must not be negative (0 means no limit)", cfg.MaxSandboxes)
 	}
-	return nil
+	return cfg.Validate()
 }
 
 // serveMetrics serves h at /metrics on ln until the returned func is called.

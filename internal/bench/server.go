@@ -168,7 +168,9 @@ func (r *runner) serverSection(ctx context.Context) error {
 	n := r.cfg.Rounds * 10
 	steps := []func() (time.Duration, error){
 		func() (time.Duration, error) { return timed(bareExec) },
-		func() (time.Duration, error) { return timed(func() error { return legacyExecute(ctx, client, t.oursURL) }) },
+		func() (time.Duration, error) {
+			return timed(func() error { return legacyExecute(ctx, client, t.oursURL) })
+		},
 	}
 	if t.python != nil {
 		steps = append(steps, func() (time.Duration, error) {

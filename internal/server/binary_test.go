@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -145,10 +146,20 @@ func TestBinaryHelpListsEverySetting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, out)
 	}
-	for _, st := range settingsTable() {
-		if !strings.Contains(string(out), "--"+st.flag) || !strings.Contains(string(out), st.env) {
-			t.Errorf("--help does not document --%s / %s", st.flag, st.env)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := Defaults()
+	RegisterFlags(fs, &f, func(string) (string, bool) { return "", false })
+	n := 0
+	fs.VisitAll(func(fl *flag.Flag) {
+		n++
+		_, env, _ := strings.Cut(fl.Usage, " (env ")
+		env = strings.TrimSuffix(env, ")")
+		if env == "" || !strings.Contains(string(out), "--"+fl.Name) || !strings.Contains(string(out), env) {
+			t.Errorf("--help does not document --%s / %q", fl.Name, env)
 		}
+	})
+	if n < 12 {
+		t.Errorf("%d flags registered, want every setting (12)", n)
 	}
 	if out, err := exec.Command(bin, "--no-such-flag").CombinedOutput(); err == nil || !strings.Contains(string(out), "no-such-flag") {
 		t.Errorf("unknown flag: err %v, output %s; want exit 2 naming the flag", err, out)

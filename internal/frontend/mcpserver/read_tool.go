@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"path"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -81,8 +79,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 // readRange returns at most n bytes of file p from offset off, and the
 // file's size, without holding more than about n bytes in memory: it lists
 // p's directory to learn the size and type, downloads a file that fits
-// whole, and reads a range of a larger one with head and tail inside the
-// sandbox. Errors name p and say what to do.
+// whole, and reads a range of a larger one with Session.ReadFileRange. Errors name p and say what to do.
 func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64, n int) ([]byte, int64, error) {
 	dir, base := path.Split(p)
 	dir = strings.TrimSuffix(dir, "/")
@@ -124,20 +121,9 @@ func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64
 	if want == 0 {
 		return nil, size, nil
 	}
-	// tail seeks to the offset of a regular file; head stops after want
-	// bytes; base64 keeps every byte through the JSON of the runtime
-	// contract, which replaces bytes that are not UTF-8.
-	cmd := fmt.Sprintf("tail -c +%d -- %s | head -c %d | base64", off+1, shell.Quote(p), want)
-	res, err := sess.Sandbox().Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
+	data, err := sess.ReadFileRange(ctx, p, off, int(want))
 	if err != nil {
-		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: %w", off, off+want, p, err)
-	}
-	if res.ExitCode != 0 || res.StdoutTruncated {
-		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: exit code %d: %s", off, off+want, p, res.ExitCode, clip.String(strings.TrimSpace(res.Stderr), 500))
-	}
-	data, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(res.Stdout), ""))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read bytes %d-%d of %s: decode the sandbox's base64: %w", off, off+want, p, err)
+		return nil, 0, err
 	}
 	return data[:min(len(data), int(want))], size, nil
 }

@@ -88,7 +88,7 @@ func New(opts Options) (*Backend, error) {
 		o.StateDir = filepath.Join(cache, "go-runtime-sandbox")
 	}
 	b.opts.StateDir = o.StateDir
-	b.sandboxes = filepath.Join(o.StateDir, "sandboxes")
+	b.sandboxes = stateDir(o.StateDir).sandboxes()
 	if err := os.MkdirAll(b.sandboxes, 0o700); err != nil {
 		return nil, unavailable("create state directory: %v", err)
 	}
@@ -218,7 +218,7 @@ func (b *Backend) seedReady() bool {
 	if err != nil {
 		return false
 	}
-	_, err = os.Stat(filepath.Join(b.opts.StateDir, "seed", key, ".complete"))
+	_, err = os.Stat(filepath.Join(stateDir(b.opts.StateDir).seed(key), ".complete"))
 	return err == nil
 }
 

@@ -42,30 +42,6 @@ const gateScript = `read -r _ <&4 || exit 97
 exec 4<&-
 exec "$@"`
 
-// layout is where one sandbox's directories live on the host.
-type layout struct {
-	dir  string // state/sandboxes/<id>
-	disk string // where its disk is mounted (disk.go); "": no disk, everything under dir
-}
-
-// data is the directory that holds the sandbox's writable storage.
-func (l layout) data() string {
-	if l.disk != "" {
-		return l.disk
-	}
-	return l.dir
-}
-
-func (l layout) app() string     { return filepath.Join(l.data(), "app") }
-func (l layout) home() string    { return filepath.Join(l.data(), "home") }
-func (l layout) tmp() string     { return filepath.Join(l.data(), "tmp") }
-func (l layout) run() string     { return filepath.Join(l.data(), "run") }
-func (l layout) etc() string     { return filepath.Join(l.data(), "etc") }
-func (l layout) socket() string  { return filepath.Join(l.run(), socketName) }
-func (l layout) meta() string    { return filepath.Join(l.dir, "sandbox.json") }
-func (l layout) log() string     { return filepath.Join(l.dir, "server.log") }
-func (l layout) gocache() string { return filepath.Join(l.home(), ".cache", "go-build") }
-
 // sandboxEnv is the environment of the server and so of every command.
 func (b *Backend) sandboxEnv() []string {
 	o := b.opts

@@ -60,7 +60,7 @@ func diskByID(images, id string) disk {
 func (d disk) upper() string { return filepath.Join(d.Dir, ".gocache", "upper") }
 
 // disksDir holds images, their mount points and the spare pool.
-func (b *Backend) disksDir() string { return filepath.Join(b.opts.StateDir, "disks") }
+func (b *Backend) disksDir() string { return stateDir(b.opts.StateDir).disks() }
 
 // spareDiskDir holds one marker file per ready disk made for this seed,
 // size and inode count; the marker's name is the disk's id.

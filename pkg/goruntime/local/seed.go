@@ -178,25 +178,25 @@ func seedKey(goroot string) (string, error) {
 // goroot, building it first if needed. Concurrent callers (in this or
 // other processes) wait for one build.
 // report receives progress (see seedProgress).
-func ensureSeed(ctx context.Context, stateDir, goroot string, env []string, report func(goruntime.Progress)) (string, error) {
+func ensureSeed(ctx context.Context, state, goroot string, env []string, report func(goruntime.Progress)) (string, error) {
 	key, err := seedKey(goroot)
 	if err != nil {
 		return "", err
 	}
-	return ensureSeedAt(ctx, stateDir, key, goroot, env, report, false)
+	return ensureSeedAt(ctx, state, key, goroot, env, report, false)
 }
 
 // ensureSeedExtra is ensureSeed for the extra seed (see seedextra.go).
-func ensureSeedExtra(ctx context.Context, stateDir, goroot string, env []string) (string, error) {
+func ensureSeedExtra(ctx context.Context, state, goroot string, env []string) (string, error) {
 	key, err := seedKey(goroot)
 	if err != nil {
 		return "", err
 	}
-	return ensureSeedAt(ctx, stateDir, key+extraSeedSuffix(), goroot, env, func(goruntime.Progress) {}, true)
+	return ensureSeedAt(ctx, state, key+extraSeedSuffix(), goroot, env, func(goruntime.Progress) {}, true)
 }
 
-func ensureSeedAt(ctx context.Context, stateDir, key, goroot string, env []string, report func(goruntime.Progress), extra bool) (string, error) {
-	root := filepath.Join(stateDir, "seed")
+func ensureSeedAt(ctx context.Context, state, key, goroot string, env []string, report func(goruntime.Progress), extra bool) (string, error) {
+	root := stateDir(state).seedRoot()
 	dir := filepath.Join(root, key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil

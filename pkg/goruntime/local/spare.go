@@ -24,7 +24,7 @@ func (b *Backend) spareDir(seed string) string {
 	// Named after the seed the spares are linked from: once the extra
 	// seed is complete (seedextra.go), spares linked from the base alone
 	// are no longer claimed.
-	return filepath.Join(b.opts.StateDir, "spare", filepath.Base(withExtra(seed)))
+	return stateDir(b.opts.StateDir).spare(withExtra(seed))
 }
 
 // claimSpare moves a spare cache to dst and reports whether it found one.
@@ -93,7 +93,7 @@ func (b *Backend) refillSpares(seed string) {
 
 // trash moves dir out of the way at once and deletes it in the background.
 func (b *Backend) trash(dir string) error {
-	t := filepath.Join(b.opts.StateDir, "trash")
+	t := stateDir(b.opts.StateDir).trash()
 	if err := os.MkdirAll(t, 0o700); err != nil {
 		return removeTree(dir)
 	}
@@ -112,12 +112,12 @@ func (b *Backend) trash(dir string) error {
 // background by New.
 func (b *Backend) prune(ctx context.Context) {
 	_ = ctx
-	if entries, err := os.ReadDir(filepath.Join(b.opts.StateDir, "trash")); err == nil {
+	if entries, err := os.ReadDir(stateDir(b.opts.StateDir).trash()); err == nil {
 		for _, e := range entries {
-			_ = removeTree(filepath.Join(b.opts.StateDir, "trash", e.Name()))
+			_ = removeTree(filepath.Join(stateDir(b.opts.StateDir).trash(), e.Name()))
 		}
 	}
-	for _, d := range []string{filepath.Join(b.opts.StateDir, "spare")} {
+	for _, d := range []string{stateDir(b.opts.StateDir).spareRoot()} {
 		// Stale .tmp spares from a filler that died.
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {

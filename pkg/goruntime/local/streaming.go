@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -22,8 +21,6 @@ const grpcSocketName = "sandboxd.sock"
 // maxStreamCommandBytes is the longest command ExecStream streams; see
 // ExecStream.
 const maxStreamCommandBytes = 64 << 10
-
-func (l layout) grpcSocket() string { return filepath.Join(l.dir, "run", grpcSocketName) }
 
 // processConn is one sandbox's gRPC client connection, dialled on first
 // use and reused by every ExecStream until the sandbox is closed or

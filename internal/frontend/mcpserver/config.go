@@ -1,0 +1,190 @@
+package mcpserver
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// Config configures a Server. A zero duration means unset and takes the
+// default named on its field (Defaults has them all); IdleTTL and
+// MaxSandboxes have no unset value: 0 means never and no limit, here and
+// on the command line alike.
+type Config struct {
+	// Backend provisions the sandboxes. Required.
+	Backend goruntime.Backend
+	// Logger receives the server's logs; nil discards them. It must not
+	// write to the stdio transport's stdout.
+	Logger *slog.Logger
+	// Version is reported to clients as the server's version.
+	Version string
+
+	// OpenTimeout bounds opening (or attaching to) a sandbox; default 5 min
+	// (the local backend's first start on a machine builds its seed cache).
+	OpenTimeout time.Duration
+	// DefaultTimeout is a command's time limit when the call gives none;
+	// default 60 s.
+	DefaultTimeout time.Duration
+	// MaxTimeout is the largest timeout_seconds a call may ask for;
+	// default 10 min.
+	MaxTimeout time.Duration
+	// Ephemeral empties /app before every run_go_code call (the build and
+	// module caches stay), so no call sees files from an earlier one.
+	Ephemeral bool
+	// Claim is the ID of a running sandbox to attach to instead of opening
+	// a new one. Stdio only.
+	Claim string
+	// Persistent leaves the sandbox running when the server exits, to be
+	// reattached with Claim. Stdio only.
+	Persistent bool
+	// OpenAtStart makes ServeStdio open the process's sandbox in the
+	// background as it starts serving, so the first tool call finds it
+	// ready instead of waiting for it. Meant for backends where an idle
+	// sandbox costs little (local: a claim from its warm pool); a call
+	// arriving while the open runs waits for it and gets its progress.
+	// Ignored with Claim, which attaches before serving.
+	OpenAtStart bool
+
+	// IdleTTL closes an HTTP session's sandbox after it has run no tool
+	// call for this long, and ends MCP sessions idle for this long
+	// (Defaults: 30 min). 0 means never.
+	IdleTTL time.Duration
+	// MaxSandboxes bounds how many sandboxes HTTP sessions may hold at
+	// once (Defaults: 16). 0 means no limit.
+	MaxSandboxes int
+
+	// ProgressInterval is how often run_go_code sends a progress
+	// notification while a command runs, when the client asked for
+	// progress; default 1 s.
+	ProgressInterval time.Duration
+	// Session tunes the sessions' output window and defaults; see
+	// goruntime.Options. Session.DefaultTimeout is set from DefaultTimeout.
+	Session goruntime.Options
+
+	// HTTP guards the Streamable HTTP endpoint: allowed browser origins
+	// and the optional bearer token (internal/frontend/mcphttp).
+	HTTP mcphttp.Config
+	// MaxRequestBytes caps one HTTP request body, in bytes (413 past it);
+	// 0 means the go-sdk's default, 4 MiB (Defaults sets 4 MiB).
+	MaxRequestBytes int64
+}
+
+const (
+	defaultOpenTimeout      = 5 * time.Minute
+	defaultCommandTimeout   = 60 * time.Second
+	defaultMaxTimeout       = 10 * time.Minute
+	defaultIdleTTL          = 30 * time.Minute
+	defaultMaxSandboxes     = 16
+	defaultProgressInterval = time.Second
+	defaultMaxRequestBytes  = 4 << 20
+)
+
+// Defaults returns a Config with every default set (and no Backend).
+func Defaults() Config {
+	return Config{
+		OpenTimeout:      defaultOpenTimeout,
+		DefaultTimeout:   defaultCommandTimeout,
+		MaxTimeout:       defaultMaxTimeout,
+		IdleTTL:          defaultIdleTTL,
+		MaxSandboxes:     defaultMaxSandboxes,
+		ProgressInterval: defaultProgressInterval,
+		MaxRequestBytes:  defaultMaxRequestBytes,
+	}
+}
+
+// RegisterFlags registers the flags that set c's fields on fs, each
+// defaulting to c's current value (start from Defaults): --open-timeout,
+// --timeout, --max-timeout, --idle-ttl, --max-sandboxes, --ephemeral,
+// --claim, --persistent, --allowed-origin and --max-request-mb. The bearer
+// token comes from a file or the environment (mcphttp.ReadToken), not a
+// flag value. Check the result with Validate.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Claim, "claim", c.Claim, "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) at startup instead of opening a new one; exit 1 if it cannot")
+	fs.BoolVar(&c.Persistent, "persistent", c.Persistent, "stdio: leave the sandbox running on exit and log its ID for --claim")
+	fs.BoolVar(&c.Ephemeral, "ephemeral", c.Ephemeral, "empty /app before every run_go_code call (build and module caches stay)")
+	fs.DurationVar(&c.OpenTimeout, "open-timeout", c.OpenTimeout, "how long to wait for a sandbox to start (the local backend's first start on a machine also builds its seed build cache, 1-3 minutes on 2 cores; a build cut short by this timeout goes on, and the next start reuses it)")
+	fs.DurationVar(&c.DefaultTimeout, "timeout", c.DefaultTimeout, "a command's time limit when the call gives no timeout_seconds")
+	fs.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "the largest timeout_seconds a call may ask for")
+	fs.DurationVar(&c.IdleTTL, "idle-ttl", c.IdleTTL, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
+	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", c.MaxSandboxes, "http: most sandboxes open at once across sessions (0: no limit)")
+	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {
+		c.HTTP.AllowedOrigins = append(c.HTTP.AllowedOrigins, strings.TrimSuffix(v, "/"))
+		return nil
+	})
+	fs.Func("max-request-mb", fmt.Sprintf("http: largest request body, MiB (413 past it) (default %d)", c.MaxRequestBytes>>20), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || n > 1<<20 {
+			return fmt.Errorf("want a positive number of MiB, got %q", v)
+		}
+		c.MaxRequestBytes = n << 20
+		return nil
+	})
+}
+
+// Validate is the one check of a Config's values, named by their flags:
+// timeouts must be positive (set: New fills unset ones from Defaults
+// first), --max-timeout at least --timeout, --idle-ttl and
+// --max-sandboxes not negative, --claim without surrounding spaces,
+// every --allowed-origin a scheme://host[:port].
+func (c Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Claim) != c.Claim:
+		return fmt.Errorf("--claim=%q: the ID has surrounding spaces", c.Claim)
+	case c.OpenTimeout <= 0:
+		return fmt.Errorf("--open-timeout=%s: must be positive", c.OpenTimeout)
+	case c.DefaultTimeout <= 0:
+		return fmt.Errorf("--timeout=%s: must be positive", c.DefaultTimeout)
+	case c.MaxTimeout < c.DefaultTimeout:
+		return fmt.Errorf("--max-timeout=%s is below --timeout=%s", c.MaxTimeout, c.DefaultTimeout)
+	case c.IdleTTL < 0:
+		return fmt.Errorf("--idle-ttl=%s: must not be negative (0 means never)", c.IdleTTL)
+	case c.MaxSandboxes < 0:
+		return fmt.Errorf("--max-sandboxes=%d: must not be negative (0 means no limit)", c.MaxSandboxes)
+	case c.ProgressInterval < 0:
+		return fmt.Errorf("progress interval %s: must be positive", c.ProgressInterval)
+	case c.MaxRequestBytes < 0:
+		return fmt.Errorf("--max-request-mb=%d: must be positive", c.MaxRequestBytes>>20)
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		return fmt.Errorf("--allowed-origin: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills what is unset (nil Logger, empty Version, zero
+// durations other than IdleTTL) and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.Backend == nil {
+		return c, errors.New("mcpserver: Config.Backend is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	d := Defaults()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.OpenTimeout, &d.OpenTimeout}, {&c.DefaultTimeout, &d.DefaultTimeout},
+		{&c.MaxTimeout, &d.MaxTimeout}, {&c.ProgressInterval, &d.ProgressInterval},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	c.Session.DefaultTimeout = c.DefaultTimeout
+	if c.Session.Logger == nil {
+		c.Session.Logger = c.Logger
+	}
+	return c, nil
+}

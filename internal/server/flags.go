@@ -1,0 +1,263 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
+)
+
+// Flags is every setting of the sandbox-server process, one typed field a
+// flag. Each flag's default is its environment variable's value when that
+// is set and not empty, else the value in Defaults. Validate turns Flags
+// into a Config and the listeners' addresses.
+type Flags struct {
+	Addr            string  // --addr, SANDBOX_ADDR: host:port or unix:/path
+	BaseDir         string  // --base-dir, SANDBOX_BASE_DIR
+	ExecTimeout     Seconds // --exec-timeout, SANDBOX_EXEC_TIMEOUT_SECONDS
+	MaxOutputBytes  int64   // --max-output-bytes, SANDBOX_MAX_OUTPUT_BYTES
+	MaxUploadBytes  int64   // --max-upload-bytes, SANDBOX_MAX_UPLOAD_BYTES
+	MaxCommandBytes int64   // --max-command-bytes, SANDBOX_MAX_COMMAND_BYTES
+	Home            string  // --home, SANDBOX_HOME; empty: $TMPDIR/sandbox-home
+	Reap            bool    // --reap, SANDBOX_REAP
+	ShutdownTimeout Seconds // --shutdown-timeout, SANDBOX_SHUTDOWN_TIMEOUT_SECONDS
+	LogLevel        string  // --log-level, SANDBOX_LOG_LEVEL
+	GRPCAddr        string  // --grpc-addr, SANDBOXD_GRPC_ADDR; empty: off
+	RESTAddr        string  // --rest-addr, SANDBOXD_REST_ADDR; empty: off
+
+	// envErrs holds environment values that did not parse, reported by
+	// Validate with the variable's name.
+	envErrs []error
+}
+
+// Seconds is a positive, finite number of seconds given as a flag. A value
+// that is not one does not fail the flag: Validate warns and uses the
+// default instead, as upstream does for SANDBOX_EXEC_TIMEOUT_SECONDS.
+type Seconds struct {
+	D       time.Duration
+	def     time.Duration
+	bad     string // the raw value that did not parse, if any
+	badFrom string // where it came from
+	name    string
+}
+
+func (s *Seconds) String() string {
+	if s == nil {
+		return ""
+	}
+	return strconv.FormatFloat(s.D.Seconds(), 'g', -1, 64)
+}
+
+// Set parses v; an invalid value is kept for Validate's warning.
+func (s *Seconds) Set(v string) error {
+	s.setFrom(v, "--"+s.name)
+	return nil
+}
+
+func (s *Seconds) setFrom(v, from string) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) || f > maxTimeout.Seconds() {
+		s.bad, s.badFrom, s.D = v, from, s.def
+		return
+	}
+	s.bad, s.D = "", time.Duration(f*float64(time.Second))
+}
+
+// Defaults returns the built-in value of every setting.
+func Defaults() Flags {
+	return Flags{
+		Addr:            ":8888",
+		BaseDir:         "/app",
+		ExecTimeout:     Seconds{D: 300 * time.Second},
+		MaxOutputBytes:  8 << 20,
+		MaxUploadBytes:  256 << 20,
+		MaxCommandBytes: 16 << 20,
+		Reap:            true,
+		ShutdownTimeout: Seconds{D: 10 * time.Second},
+		LogLevel:        "info",
+	}
+}
+
+// RegisterFlags registers one flag per field of f on fs, each defaulting
+// to lookupEnv(its variable) when that is set and not empty, else to f's
+// current value. The usage text of each flag names its variable.
+func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, bool)) {
+	env := func(name string) (string, bool) {
+		v, ok := lookupEnv(name)
+		return v, ok && v != ""
+	}
+	str := func(p *string, name, envName, usage string) {
+		if v, ok := env(envName); ok {
+			*p = v
+		}
+		fs.StringVar(p, name, *p, usage+envNote(envName))
+	}
+	bytes := func(p *int64, name, envName, usage string) {
+		if v, ok := env(envName); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q (from %s): want an integer number of bytes", name, v, envName))
+			} else {
+				*p = n
+			}
+		}
+		fs.Int64Var(p, name, *p, usage+envNote(envName))
+	}
+	secs := func(s *Seconds, name, envName, usage string) {
+		s.name, s.def = name, s.D
+		if v, ok := env(envName); ok {
+			s.setFrom(v, envName)
+		}
+		fs.Var(s, name, usage+envNote(envName))
+	}
+	str(&f.Addr, "addr", "SANDBOX_ADDR", "address to listen on: host:port, or unix:/path/to.sock for a unix socket")
+	str(&f.BaseDir, "base-dir", "SANDBOX_BASE_DIR", "directory commands run in and file paths are relative to (created if missing)")
+	secs(&f.ExecTimeout, "exec-timeout", "SANDBOX_EXEC_TIMEOUT_SECONDS", "seconds a command may run before its process group is killed (exit code 124); an invalid value falls back to 300 with a warning")
+	bytes(&f.MaxOutputBytes, "max-output-bytes", "SANDBOX_MAX_OUTPUT_BYTES", "each output stream's share of an /execute response, in JSON-encoded bytes including the truncation marker (minimum 2048)")
+	bytes(&f.MaxUploadBytes, "max-upload-bytes", "SANDBOX_MAX_UPLOAD_BYTES", "largest file /upload accepts; larger gets 413")
+	bytes(&f.MaxCommandBytes, "max-command-bytes", "SANDBOX_MAX_COMMAND_BYTES", "largest /execute request body; larger gets 413")
+	str(&f.Home, "home", "SANDBOX_HOME", "HOME for commands when the server's own HOME is unset or not writable (default $TMPDIR/sandbox-home); GOPATH, GOMODCACHE and GOCACHE derive from HOME when unset or not writable")
+	if v, ok := env("SANDBOX_REAP"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.envErrs = append(f.envErrs, fmt.Errorf("reap=%q (from SANDBOX_REAP): want true or false", v))
+		} else {
+			f.Reap = b
+		}
+	}
+	fs.Var((*strictBool)(&f.Reap), "reap", "reap orphaned processes: as PID 1, or else as a child subreaper (PR_SET_CHILD_SUBREAPER)"+envNote("SANDBOX_REAP"))
+	secs(&f.ShutdownTimeout, "shutdown-timeout", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "seconds to wait for in-flight requests after SIGTERM (running commands are killed at once)")
+	str(&f.LogLevel, "log-level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error (JSON lines on stderr)")
+	str(&f.GRPCAddr, "grpc-addr", processapi.EnvGRPCAddr, "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)")
+	str(&f.RESTAddr, "rest-addr", processapi.EnvRESTAddr, "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off")
+}
+
+// strictBool is a bool flag that takes its value as a separate argument
+// too (--reap false), as the server's flags always have.
+type strictBool bool
+
+func (b *strictBool) String() string { return strconv.FormatBool(bool(*b)) }
+
+func (b *strictBool) Set(v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*b = strictBool(x)
+	return nil
+}
+
+// envNote is the suffix of a flag's usage naming its variable; usage and
+// the --help test read the variable back from it.
+func envNote(name string) string { return " (env " + name + ")" }
+
+// Listeners says where Serve listens and how long it drains on shutdown.
+type Listeners struct {
+	Addr            string // the runtime contract: host:port or unix:/path
+	GRPCAddr        string // the sandboxd ProcessService; empty: off
+	RESTAddr        string // the sandboxd REST API; empty: off
+	ShutdownTimeout time.Duration
+}
+
+// Validate checks f and returns the Config and Listeners it describes, logging to log
+// (a level from LogLevel, warnings for timeouts that fell back to their
+// default). getenv supplies TMPDIR for the default fallback HOME. Errors
+// name the setting and where its value came from.
+func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog.Logger) (Config, Listeners, error) {
+	if err := errors.Join(f.envErrs...); err != nil {
+		return Config{}, Listeners{}, err
+	}
+	for _, s := range []*Seconds{&f.ExecTimeout, &f.ShutdownTimeout} {
+		if s.bad != "" {
+			log.Warn("invalid setting; using default", "setting", s.name, "from", s.badFrom, "value", s.bad, "default", s.def.Seconds())
+		}
+	}
+	from := func(name string) string {
+		given := false
+		fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+		if given {
+			return "--" + name
+		}
+		return "environment or default"
+	}
+	for _, sz := range []struct {
+		name string
+		v    int64
+		min  int64
+	}{
+		{"max-output-bytes", f.MaxOutputBytes, 2 * streamReserve},
+		{"max-upload-bytes", f.MaxUploadBytes, 1},
+		{"max-command-bytes", f.MaxCommandBytes, 1},
+	} {
+		if sz.v < sz.min || sz.v > math.MaxInt32*int64(64) {
+			return Config{}, Listeners{}, fmt.Errorf("%s=%d (from %s): want an integer number of bytes >= %d", sz.name, sz.v, from(sz.name), sz.min)
+		}
+	}
+	cfg := Config{
+		BaseDir:         f.BaseDir,
+		ExecTimeout:     f.ExecTimeout.D,
+		MaxOutputBytes:  int(f.MaxOutputBytes),
+		MaxUploadBytes:  f.MaxUploadBytes,
+		MaxCommandBytes: f.MaxCommandBytes,
+		FallbackHome:    f.Home,
+		Reap:            f.Reap,
+		Log:             log,
+	}
+	if cfg.FallbackHome == "" {
+		tmp := getenv("TMPDIR")
+		if tmp == "" {
+			tmp = "/tmp"
+		}
+		cfg.FallbackHome = filepath.Join(tmp, "sandbox-home")
+	}
+	ls := Listeners{Addr: f.Addr, GRPCAddr: f.GRPCAddr, RESTAddr: f.RESTAddr, ShutdownTimeout: f.ShutdownTimeout.D}
+	return cfg, ls, nil
+}
+
+// logger returns the JSON logger at f.LogLevel (info, with a warning, when
+// the level is not one).
+func (f *Flags) logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	bad := level.UnmarshalText([]byte(f.LogLevel)) != nil
+	if bad {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	if bad {
+		log.Warn("invalid log level; using info", "value", f.LogLevel)
+	}
+	return log
+}
+
+// usage prints --help: what the server is, then every flag of fs with its
+// variable and default.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `Usage: sandbox-server [flags]
+
+The runtime server inside a sandbox: agent-sandbox's runtime contract
+(GET /, POST /execute, POST /upload, GET /download/{path}, GET /list/{path},
+GET /exists/{path}) with this project's /execute extensions. Commands run
+with /bin/sh -c in the base directory, each in its own process group.
+See docs/sandbox-server.md.
+
+Each flag falls back to its environment variable, then to its default.
+
+`)
+	fs.VisitAll(func(fl *flag.Flag) {
+		text, envName, _ := strings.Cut(fl.Usage, " (env ")
+		envName = strings.TrimSuffix(envName, ")")
+		def := fl.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s (env %s, default %s)\n      %s\n", fl.Name, envName, def, text)
+	})
+}

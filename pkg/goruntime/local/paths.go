@@ -1,0 +1,46 @@
+package local
+
+import "path/filepath"
+
+// Every path under the state directory is named here. stateDir is the
+// backend's Options.StateDir:
+//
+//	sandboxes/<id>/   one sandbox (layout)
+//	seed/<key>/       the seed build cache for one Go toolchain
+//	spare/<seed>/     build caches copied ahead of Open
+//	trash/            trees being removed in the background
+//	disks/            per-sandbox disk images and their mount points (disk.go)
+type stateDir string
+
+func (d stateDir) sandboxes() string        { return filepath.Join(string(d), "sandboxes") }
+func (d stateDir) seedRoot() string         { return filepath.Join(string(d), "seed") }
+func (d stateDir) seed(key string) string   { return filepath.Join(d.seedRoot(), key) }
+func (d stateDir) spareRoot() string        { return filepath.Join(string(d), "spare") }
+func (d stateDir) spare(seed string) string { return filepath.Join(d.spareRoot(), filepath.Base(seed)) }
+func (d stateDir) trash() string            { return filepath.Join(string(d), "trash") }
+func (d stateDir) disks() string            { return filepath.Join(string(d), "disks") }
+
+// layout is where one sandbox's directories live on the host.
+type layout struct {
+	dir  string // state/sandboxes/<id>
+	disk string // where its disk is mounted (disk.go); "": no disk, everything under dir
+}
+
+// data is the directory that holds the sandbox's writable storage.
+func (l layout) data() string {
+	if l.disk != "" {
+		return l.disk
+	}
+	return l.dir
+}
+
+func (l layout) app() string        { return filepath.Join(l.data(), "app") }
+func (l layout) home() string       { return filepath.Join(l.data(), "home") }
+func (l layout) tmp() string        { return filepath.Join(l.data(), "tmp") }
+func (l layout) run() string        { return filepath.Join(l.data(), "run") }
+func (l layout) etc() string        { return filepath.Join(l.data(), "etc") }
+func (l layout) socket() string     { return filepath.Join(l.run(), socketName) }
+func (l layout) grpcSocket() string { return filepath.Join(l.run(), grpcSocketName) }
+func (l layout) meta() string       { return filepath.Join(l.dir, "sandbox.json") }
+func (l layout) log() string        { return filepath.Join(l.dir, "server.log") }
+func (l layout) gocache() string    { return filepath.Join(l.home(), ".cache", "go-build") }
