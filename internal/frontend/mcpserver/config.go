@@ -121,7 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Func("max-request-mb", fmt.Sprintf("http: largest request body, MiB (413 past it) (default %d)", c.MaxRequestBytes>>20), func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 || n > 1<<20 {
-			return fmt.Errorf("want a positive number of MiB, got %q", v)
+			return fmt.Errorf("--max-request-mb=%s: must be positive (MiB, at most 1048576)", v)
 		}
 		c.MaxRequestBytes = n << 20
 		return nil
