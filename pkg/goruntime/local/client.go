@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -131,6 +132,40 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 		return nil, statusError("read "+p, resp)
 	}
 	return io.ReadAll(resp.Body)
+}
+
+// downloadRange fetches at most n bytes of p from byte off with an HTTP
+// Range request (the server answers with http.ServeContent): 206 carries
+// the bytes, 416 means off is at or past the end (no bytes).
+func (c *client) downloadRange(ctx context.Context, p string, off int64, n int) ([]byte, error) {
+	u := &url.URL{Scheme: "http", Host: "sandbox", Path: "/download/" + p, RawPath: "/download/" + pathEscape(p)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		return io.ReadAll(io.LimitReader(resp.Body, int64(n)))
+	case http.StatusRequestedRangeNotSatisfiable:
+		return nil, nil
+	case http.StatusOK:
+		// A server that ignores Range sends the whole file: skip to off.
+		if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("read %s: skip to byte %d: %w", p, off, err)
+		}
+		return io.ReadAll(io.LimitReader(resp.Body, int64(n)))
+	default:
+		return nil, statusError(fmt.Sprintf("read bytes %d-%d of %s", off, off+int64(n), p), resp)
+	}
 }
 
 func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, error) {

@@ -90,6 +90,26 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return data, nil
 }
 
+// ReadFileRange returns at most n bytes of a file under /app from byte
+// off (goruntime.RangeReader), fetched with an HTTP Range request so only
+// those bytes cross the socket; none at or past the end. Errors wrap
+// ErrNotExist, ErrPathEscape or fs.ErrPermission as ReadFile's do.
+func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n int) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var data []byte
+	err := s.do(ctx, "read "+path, 0, func(ctx context.Context) error {
+		var err error
+		data, err = s.cl.downloadRange(ctx, path, off, n)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
 // List returns the entries of a directory under /app. Errors wrap
 // ErrNotExist, ErrPathEscape (the path leads outside /app) or
 // fs.ErrPermission (the directory is inside /app but the sandbox's user

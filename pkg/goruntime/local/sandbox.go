@@ -43,7 +43,10 @@ type Sandbox struct {
 	proc processConn // gRPC connection for ExecStream
 }
 
-var _ goruntime.Sandbox = (*Sandbox)(nil)
+var (
+	_ goruntime.Sandbox     = (*Sandbox)(nil)
+	_ goruntime.RangeReader = (*Sandbox)(nil) // operations.go
+)
 
 // ID names the sandbox for Backend.Attach: the name of its state directory.
 func (s *Sandbox) ID() string { return s.meta.ID }
