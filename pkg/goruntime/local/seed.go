@@ -7,13 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,112 +35,6 @@ import (
 
 // seedOwner is the uid/gid the seed's files are given when we run as root.
 const seedOwner = 65534
-
-// seedMain and seedTest are the programs built to fill the seed.
-const (
-	seedMod  = "module seed\n\ngo 1.24\n"
-	seedMain = `package main
-
-import (
-	"bufio"
-	"bytes"
-	"cmp"
-	"container/heap"
-	"container/list"
-	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/csv"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"iter"
-	"log"
-	"log/slog"
-	"maps"
-	"math"
-	"math/big"
-	mrand "math/rand"
-	rand2 "math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
-	"text/template"
-	"time"
-	"unicode"
-	"unicode/utf8"
-)
-
-var _ = []any{bufio.NewReader, bytes.NewReader, cmp.Compare[int], heap.Init, list.New,
-	context.Background, md5.New, rand.Read, sha256.New, base64.StdEncoding, csv.NewReader,
-	hex.EncodeToString, json.Marshal, errors.New, flag.Parse, io.Copy, iter.Pull[int], log.Println,
-	slog.Info, maps.Keys[map[int]int], math.Abs, big.NewInt, mrand.Intn, rand2.IntN, http.Get,
-	httptest.NewServer, url.Parse, os.Exit, exec.Command, filepath.Join, regexp.MustCompile,
-	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64),
-	tabwriter.NewWriter, template.New, time.Now, unicode.IsLetter, utf8.RuneLen}
-
-func main() { fmt.Println("hello, world") }
-`
-	seedTest = `package main
-
-import "testing"
-
-func TestSeed(t *testing.T) {
-	if testing.Short() {
-		t.Skip()
-	}
-}
-
-func BenchmarkSeed(b *testing.B) {
-	for b.Loop() {
-	}
-}
-`
-	helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
-	// raceTest is built with -race (and cgo, which the race detector
-	// needs): the race-instrumented runtime, testing and what most tests
-	// import. Smaller than seedMain: each race package costs a compile.
-	raceTest = `package race
-
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"testing"
-	"time"
-)
-
-var _ = []any{bytes.NewReader, context.Background, json.Marshal, errors.New, fmt.Sprint, os.Exit,
-	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64), time.Now}
-
-func TestSeed(t *testing.T) {}
-`
-)
 
 // raceCapable reports whether a sandbox can use the race detector: it
 // needs cgo, so a C compiler under the host's /usr (bound into every
@@ -440,62 +332,3 @@ func (c *packageCounter) Write(p []byte) (int, error) {
 }
 
 func (c *packageCounter) tail() []byte { return c.last }
-
-// populateCache fills dst (a sandbox's empty GOCACHE) from the seed:
-// hard links when running as root, copies otherwise (see the package
-// comment on the seed).
-func populateCache(seed, dst string) error {
-	seed = withExtra(seed)
-	link := os.Geteuid() == 0
-	err := filepath.WalkDir(seed, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(seed, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			if rel == "." {
-				return os.MkdirAll(target, 0o755)
-			}
-			return os.Mkdir(target, 0o755)
-		}
-		if rel == ".complete" {
-			return nil
-		}
-		if link {
-			if err := os.Link(p, target); err == nil {
-				return nil
-			} else if !errors.Is(err, syscall.EXDEV) {
-				return err
-			}
-		}
-		return copyFile(p, target)
-	})
-	if err != nil {
-		return fmt.Errorf("seed build cache %s: %w", dst, err)
-	}
-	// Go trims its cache when trim.txt is older than a day; a fresh stamp
-	// keeps a new sandbox from trimming (and so losing) the seed at once.
-	stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
-	if err := os.WriteFile(filepath.Join(dst, "trim.txt"), []byte(stamp), 0o644); err != nil {
-		return fmt.Errorf("seed build cache %s: %w", dst, err)
-	}
-	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
