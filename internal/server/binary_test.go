@@ -158,8 +158,8 @@ func TestBinaryHelpListsEverySetting(t *testing.T) {
 			t.Errorf("--help does not document --%s / %q", fl.Name, env)
 		}
 	})
-	if n < 12 {
-		t.Errorf("%d flags registered, want every setting (12)", n)
+	if n < 14 {
+		t.Errorf("%d flags registered, want every setting (14)", n)
 	}
 	if out, err := exec.Command(bin, "--no-such-flag").CombinedOutput(); err == nil || !strings.Contains(string(out), "no-such-flag") {
 		t.Errorf("unknown flag: err %v, output %s; want exit 2 naming the flag", err, out)

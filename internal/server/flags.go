@@ -32,6 +32,12 @@ type Flags struct {
 	LogLevel        string  // --log-level, SANDBOX_LOG_LEVEL
 	GRPCAddr        string  // --grpc-addr, SANDBOXD_GRPC_ADDR; empty: off
 	RESTAddr        string  // --rest-addr, SANDBOXD_REST_ADDR; empty: off
+	// ModuleRelayAddr and ModuleRelaySocket: --module-relay-addr,
+	// SANDBOX_MODULE_RELAY_ADDR (a loopback host:port) and
+	// --module-relay-socket, SANDBOX_MODULE_RELAY_SOCKET (the host module
+	// proxy's unix socket); both or neither (off). See modrelay.go.
+	ModuleRelayAddr   string
+	ModuleRelaySocket string
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -138,6 +144,8 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.LogLevel, "log-level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error (JSON lines on stderr)")
 	str(&f.GRPCAddr, "grpc-addr", processapi.EnvGRPCAddr, "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)")
 	str(&f.RESTAddr, "rest-addr", processapi.EnvRESTAddr, "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off")
+	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
+	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 }
 
 // strictBool is a bool flag that takes its value as a separate argument
@@ -161,10 +169,13 @@ func envNote(name string) string { return " (env " + name + ")" }
 
 // Listeners says where Serve listens and how long it drains on shutdown.
 type Listeners struct {
-	Addr            string // the runtime contract: host:port or unix:/path
-	GRPCAddr        string // the sandboxd ProcessService; empty: off
-	RESTAddr        string // the sandboxd REST API; empty: off
-	ShutdownTimeout time.Duration
+	Addr     string // the runtime contract: host:port or unix:/path
+	GRPCAddr string // the sandboxd ProcessService; empty: off
+	RESTAddr string // the sandboxd REST API; empty: off
+	// ModuleRelayAddr (loopback host:port) relays to the unix socket
+	// ModuleRelaySocket; both empty: off.
+	ModuleRelayAddr, ModuleRelaySocket string
+	ShutdownTimeout                    time.Duration
 }
 
 // Validate checks f and returns the Config and Listeners it describes, logging to log
@@ -218,7 +229,17 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		}
 		cfg.FallbackHome = filepath.Join(tmp, "sandbox-home")
 	}
-	ls := Listeners{Addr: f.Addr, GRPCAddr: f.GRPCAddr, RESTAddr: f.RESTAddr, ShutdownTimeout: f.ShutdownTimeout.D}
+	if (f.ModuleRelayAddr == "") != (f.ModuleRelaySocket == "") {
+		return Config{}, Listeners{}, fmt.Errorf("module-relay-addr=%q (from %s) and module-relay-socket=%q (from %s): give both or neither",
+			f.ModuleRelayAddr, from("module-relay-addr"), f.ModuleRelaySocket, from("module-relay-socket"))
+	}
+	if f.ModuleRelayAddr != "" {
+		if err := checkRelayAddr(f.ModuleRelayAddr); err != nil {
+			return Config{}, Listeners{}, fmt.Errorf("module-relay-addr=%q (from %s): %w", f.ModuleRelayAddr, from("module-relay-addr"), err)
+		}
+	}
+	ls := Listeners{Addr: f.Addr, GRPCAddr: f.GRPCAddr, RESTAddr: f.RESTAddr, ShutdownTimeout: f.ShutdownTimeout.D,
+		ModuleRelayAddr: f.ModuleRelayAddr, ModuleRelaySocket: f.ModuleRelaySocket}
 	return cfg, ls, nil
 }
 

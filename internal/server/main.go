@@ -87,6 +87,14 @@ func Serve(ctx context.Context, cfg Config, ls Listeners) int {
 	if sbd != nil {
 		defer sbd.Close()
 	}
+	if ls.ModuleRelayAddr != "" {
+		relay, err := startModuleRelay(ctx, ls.ModuleRelayAddr, ls.ModuleRelaySocket, log)
+		if err != nil {
+			log.Error("sandbox-server: cannot serve the module relay", "err", err)
+			return 1
+		}
+		defer relay.Close()
+	}
 
 	reqCtx, stopRequests := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRequests(nil)
