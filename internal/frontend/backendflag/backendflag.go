@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
 // Backend names accepted by --backend.
@@ -31,6 +33,7 @@ type Flags struct {
 	warmPool int
 	diskMB   int64
 	relax    string
+	modules  string
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -46,6 +49,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
+	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: seccomp, userns, hostuid, disk (go run ./cmd/sandbox-check shows which this host gives)")
 	f.AgentSandbox.RegisterFlags(fs)
 	return f
@@ -61,36 +65,10 @@ const maxWarmPool = 64
 func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend, error) {
 	switch f.Backend {
 	case Local:
-		if f.memoryMB <= 0 {
-			return nil, fmt.Errorf("--memory-mb=%d: must be positive", f.memoryMB)
-		}
-		if f.Local.Processes <= 0 {
-			return nil, fmt.Errorf("--processes=%d: must be positive", f.Local.Processes)
-		}
-		if f.Local.CPUs < 0 {
-			return nil, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
-		}
-		if f.warmPool < 0 || f.warmPool > maxWarmPool {
-			return nil, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
-		}
-		if f.diskMB <= 0 {
-			return nil, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
-		}
-		if f.Local.DiskInodes <= 0 {
-			return nil, fmt.Errorf("--disk-inodes=%d: must be positive", f.Local.DiskInodes)
-		}
-		relax, err := local.ParseRelax(f.relax)
+		opts, err := f.localOptions()
 		if err != nil {
 			return nil, err
 		}
-		opts := f.Local
-		opts.MemoryBytes = f.memoryMB << 20
-		opts.WarmPool = f.warmPool
-		if f.warmPool == 0 {
-			opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
-		}
-		opts.DiskBytes = f.diskMB << 20
-		opts.Relax = relax
 		opts.Logger = logger
 		b, err := local.New(opts)
 		if err != nil {
@@ -108,6 +86,51 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 	default:
 		return nil, fmt.Errorf("--backend=%q: want %q or %q", f.Backend, Local, AgentSandbox)
 	}
+}
+
+// localOptions checks the local backend's flags and returns its options.
+// Errors name the bad flag.
+func (f *Flags) localOptions() (local.Options, error) {
+	if f.memoryMB <= 0 {
+		return local.Options{}, fmt.Errorf("--memory-mb=%d: must be positive", f.memoryMB)
+	}
+	if f.Local.Processes <= 0 {
+		return local.Options{}, fmt.Errorf("--processes=%d: must be positive", f.Local.Processes)
+	}
+	if f.Local.CPUs < 0 {
+		return local.Options{}, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
+	}
+	if f.warmPool < 0 || f.warmPool > maxWarmPool {
+		return local.Options{}, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
+	}
+	if f.diskMB <= 0 {
+		return local.Options{}, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
+	}
+	if f.Local.DiskInodes <= 0 {
+		return local.Options{}, fmt.Errorf("--disk-inodes=%d: must be positive", f.Local.DiskInodes)
+	}
+	relax, err := local.ParseRelax(f.relax)
+	if err != nil {
+		return local.Options{}, err
+	}
+	opts := f.Local
+	if f.modules != "" {
+		opts.AllowModules = nil
+		for _, p := range strings.Split(f.modules, ",") {
+			opts.AllowModules = append(opts.AllowModules, strings.TrimSpace(p))
+		}
+		if err := modproxy.ValidatePatterns(opts.AllowModules); err != nil {
+			return local.Options{}, fmt.Errorf("--allow-modules=%q: %w", f.modules, err)
+		}
+	}
+	opts.MemoryBytes = f.memoryMB << 20
+	opts.WarmPool = f.warmPool
+	if f.warmPool == 0 {
+		opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
+	}
+	opts.DiskBytes = f.diskMB << 20
+	opts.Relax = relax
+	return opts, nil
 }
 
 // Close ends what a backend keeps running between Opens (the local

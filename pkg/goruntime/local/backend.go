@@ -51,6 +51,8 @@ type Backend struct {
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer string
 	diskQuota                            bool // each sandbox gets a disk of its own (disk.go)
+
+	modules moduleProxies // Options.AllowModules (modules.go)
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -105,6 +107,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
+	}
+	if err := b.setupModuleProxy(); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b.bg.start(b.prune)
 	b.pool = newWarmPool(b, o.WarmPool)

@@ -69,18 +69,10 @@ func (b *Backend) sandboxEnv() []string {
 	}
 	// Each sandbox has its own writable module cache, filled from the
 	// host's cache (bound read-only, used as a file:// proxy) and, with
-	// Network, from the host's GOPROXY after it.
+	// Network, from the host's GOPROXY after it; with AllowModules, from
+	// the host's module proxy after it (modules.go).
 	env = append(env, "GOMODCACHE="+homeDir+"/go/pkg/mod")
-	if o.Network {
-		env = append(env,
-			"GOPROXY=file://"+modCacheRO+"/cache/download,"+b.hostProxy,
-			"GOSUMDB="+b.hostSumDB)
-	} else {
-		env = append(env,
-			"GOPROXY=file://"+modCacheRO+"/cache/download",
-			"GOSUMDB=off")
-	}
-	return env
+	return append(env, b.moduleEnv()...)
 }
 
 // seedEnv is sandboxEnv as the seed build on the host needs it: the
@@ -199,7 +191,7 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 		"--base-dir", appDir,
 		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
 	)
-	return a, nil
+	return append(a, b.moduleRelayArgs()...), nil
 }
 
 // writeEtc writes the sandbox's own passwd, group and hosts files.

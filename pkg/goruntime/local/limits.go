@@ -69,6 +69,7 @@ func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *go
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
-			"Run `go mod download <module>@<version>` on the host, or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (--allow-modules=<pattern>, local.Options.AllowModules), "+
+			"or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
 	}
 }

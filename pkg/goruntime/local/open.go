@@ -41,6 +41,14 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	if err := writeEtc(l); err != nil {
 		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
 	}
+	if err := b.serveModules(id, l, st.uid); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			b.stopModules(id)
+		}
+	}()
 	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
@@ -208,6 +216,11 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
 		}
 		return s.attachFailed(ctx, err)
+	}
+	// The process that opened it may be gone, and its module proxy
+	// socket with it: serve it from this one.
+	if err := b.serveModules(id, l, m.HostUID); err != nil {
+		b.opts.Logger.Warn("local sandbox: module proxy not served; module downloads will fail until the next attach", "id", id, "err", err)
 	}
 	return s, nil
 }

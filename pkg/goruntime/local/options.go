@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
 // Options configure the local backend. The zero value gives the defaults
@@ -36,6 +38,19 @@ type Options struct {
 	// host's go env) instead of a private loopback-only network. Default
 	// false: no network, modules only from ModCache.
 	Network bool
+
+	// AllowModules lists module path patterns (as GOPRIVATE takes them:
+	// a path.Match glob per element, matching a path and everything under
+	// it, e.g. "github.com/foo/*" or "golang.org/x/text") that sandboxes
+	// without a network may download through a module proxy this backend
+	// runs on the host: it fetches them with the host's go command and
+	// network into ModCache, and each sandbox reaches it through a unix
+	// socket in its own directory and a loopback relay in its own network
+	// namespace (docs/go-aware.md, "Modules on demand"). Modules outside
+	// the list are refused with an error naming the pattern to add. Empty
+	// (the default): no proxy, modules only from ModCache. Not allowed
+	// with Network, which gives sandboxes the host's GOPROXY itself.
+	AllowModules []string
 
 	// MemoryBytes caps the memory (RAM+swap) of all processes in a
 	// sandbox; the kernel OOM-kills past it. Default 1 GiB, at least
@@ -191,6 +206,11 @@ func (o Options) validate() error {
 			o.DiskInodes, o.DiskInodes*inodeBytes>>20, o.DiskBytes>>20, o.DiskBytes/8/inodeBytes)
 	case o.HostUIDBase <= 0 || o.HostUIDCount <= 0 || int64(o.HostUIDBase)+int64(o.HostUIDCount) > 1<<31:
 		return fmt.Errorf("local backend: host uid range %d+%d (Options.HostUIDBase, HostUIDCount) must be positive and end below 2^31", o.HostUIDBase, o.HostUIDCount)
+	case len(o.AllowModules) > 0 && o.Network:
+		return fmt.Errorf("local backend: a module allowlist (Options.AllowModules, --allow-modules) is for sandboxes without a network; " +
+			"with Options.Network (--sandbox-network) they reach the host's GOPROXY themselves: drop one of the two")
+	case modproxy.ValidatePatterns(o.AllowModules) != nil:
+		return fmt.Errorf("local backend: Options.AllowModules (--allow-modules): %w", modproxy.ValidatePatterns(o.AllowModules))
 	case o.CPUs > runtime.NumCPU():
 		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs, --cpus) is more than the %d CPUs of this machine: "+
 			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())

@@ -10,6 +10,7 @@ import "path/filepath"
 //	spare/<seed>/     build caches copied ahead of Open
 //	trash/            trees being removed in the background
 //	disks/            per-sandbox disk images and their mount points (disk.go)
+//	modproxy/         the module proxy's go commands' working directory (modules.go)
 type stateDir string
 
 func (d stateDir) sandboxes() string        { return filepath.Join(string(d), "sandboxes") }
@@ -19,6 +20,7 @@ func (d stateDir) spareRoot() string        { return filepath.Join(string(d), "s
 func (d stateDir) spare(seed string) string { return filepath.Join(d.spareRoot(), filepath.Base(seed)) }
 func (d stateDir) trash() string            { return filepath.Join(string(d), "trash") }
 func (d stateDir) disks() string            { return filepath.Join(string(d), "disks") }
+func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "modproxy") }
 
 // layout is where one sandbox's directories live on the host.
 type layout struct {

@@ -24,6 +24,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	s.done = true
 	s.cl.close()
 	s.proc.close()
+	s.b.stopModules(s.meta.ID)
 	if s.lifeline != nil {
 		s.lifeline.Close() // the lifeline shell exits, and the sandbox with it
 	}

@@ -33,8 +33,8 @@ type Config struct {
 	// one this project uses).
 	Source Source
 
-	// Setting names, in refusals, where a user adds a pattern. Default
-	// "--allow-modules".
+	// Setting is how refusals tell a user to add a pattern: a format
+	// with one %s, the pattern. Default "--allow-modules=%s".
 	Setting string
 
 	// FetchTimeout bounds one fetch by Source, including the wait for a
@@ -101,8 +101,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ModCache == "" || cfg.Source == nil {
 		return nil, errors.New("module proxy: Config.ModCache and Config.Source are required")
 	}
+	if cfg.Setting != "" && strings.Count(cfg.Setting, "%s") != 1 {
+		return nil, fmt.Errorf("module proxy: Config.Setting %q: want one %%s", cfg.Setting)
+	}
 	if cfg.Setting == "" {
-		cfg.Setting = "--allow-modules"
+		cfg.Setting = "--allow-modules=%s"
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout
@@ -267,9 +270,9 @@ func (p *Proxy) refusal(mod string) string {
 		now = strings.Join(p.cfg.Allow, ",")
 	}
 	return fmt.Sprintf("module %s is not in this sandbox's module allowlist (allowed: %s).\n"+
-		"To let sandboxes download it, add a pattern: %s=%s\n"+
+		"To let sandboxes download it, add a pattern: %s\n"+
 		"(patterns are path globs per element, as in GOPRIVATE; each allows a path and everything under it)",
-		mod, now, p.cfg.Setting, SuggestPattern(mod))
+		mod, now, fmt.Sprintf(p.cfg.Setting, SuggestPattern(mod)))
 }
 
 // serveList answers <module>/@v/list from Source.

@@ -1,0 +1,158 @@
+package local
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
+)
+
+// Modules on demand (Options.AllowModules): the backend runs one module
+// proxy (package modproxy) and serves it, for each sandbox, on a unix
+// socket in the sandbox's run directory (bound at runDir). Inside, the
+// runtime server relays moduleRelayAddr, on the sandbox's own loopback,
+// to that socket, and GOPROXY lists the read-only host cache first and
+// the relay after it.
+const (
+	moduleRelayAddr   = "127.0.0.1:7079"
+	modProxySockName  = "modproxy.sock"
+	modProxyReadLimit = 30 * time.Second // a request's headers
+)
+
+// moduleProxies is the backend's module proxy and the sockets it serves
+// it on, one per sandbox this process opened or attached, until that
+// sandbox is closed (through this process) or the process exits.
+type moduleProxies struct {
+	proxy *modproxy.Proxy // nil: Options.AllowModules is empty
+
+	mu      sync.Mutex
+	servers map[string]*http.Server // by sandbox ID
+}
+
+// setupModuleProxy creates the module proxy when Options.AllowModules
+// names patterns. Call it after findGo.
+func (b *Backend) setupModuleProxy() error {
+	b.modules.servers = map[string]*http.Server{}
+	if len(b.opts.AllowModules) == 0 {
+		return nil
+	}
+	work := stateDir(b.opts.StateDir).modProxyWork()
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return fmt.Errorf("module proxy: %w", err)
+	}
+	env := []string{}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GOMODCACHE", "GOPROXY", "GOSUMDB", "GOFLAGS", "GOTOOLCHAIN", "GOWORK", "GO111MODULE", "GOENV":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "GOMODCACHE="+b.modCache, "GOPROXY="+b.hostProxy, "GOSUMDB="+b.hostSumDB,
+		"GOFLAGS=", "GOTOOLCHAIN=local", "GOWORK=off", "GO111MODULE=on")
+	p, err := modproxy.New(modproxy.Config{
+		Allow:    b.opts.AllowModules,
+		ModCache: b.modCache,
+		Source:   modproxy.GoCommand{Go: filepath.Join(b.goroot, "bin", "go"), Env: env, Dir: work},
+		Setting:  "--allow-modules=%s (local.Options.AllowModules)",
+		Logger:   b.opts.Logger.With(slog.String("component", "modproxy")),
+	})
+	if err != nil {
+		return err
+	}
+	b.modules.proxy = p
+	return nil
+}
+
+// modProxySocket is where a sandbox's module proxy socket is on the host.
+func (l layout) modProxySocket() string { return filepath.Join(l.run(), modProxySockName) }
+
+// serveModules serves the module proxy on sandbox id's socket (l),
+// giving the socket to its host uid (0: the caller's). Nothing happens
+// without an allowlist or when this process serves it already. A stale
+// socket file (from a process that served it before) is replaced.
+func (b *Backend) serveModules(id string, l layout, uid int) error {
+	if b.modules.proxy == nil {
+		return nil
+	}
+	b.modules.mu.Lock()
+	defer b.modules.mu.Unlock()
+	if b.modules.servers[id] != nil {
+		return nil
+	}
+	sock := l.modProxySocket()
+	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		_ = os.Remove(sock)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
+	}
+	// Lchown: the sandbox owns the directory and may have swapped the
+	// name for a symlink already; the change must not follow it.
+	if uid > 0 {
+		if err := os.Lchown(sock, uid, uid); err != nil {
+			ln.Close()
+			return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           b.modules.proxy,
+		ReadHeaderTimeout: modProxyReadLimit,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(b.opts.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() { _ = srv.Serve(ln) }()
+	b.modules.servers[id] = srv
+	return nil
+}
+
+// stopModules stops serving sandbox id's module proxy socket.
+func (b *Backend) stopModules(id string) {
+	b.modules.mu.Lock()
+	srv := b.modules.servers[id]
+	delete(b.modules.servers, id)
+	b.modules.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// moduleEnv is the sandbox's GOPROXY and GOSUMDB. Without a network:
+// the host module cache, read-only, as a file:// proxy, then (with an
+// allowlist) the relay. Checksums are not verified inside: the host's go
+// command verified what is in its cache when it downloaded it.
+func (b *Backend) moduleEnv() []string {
+	cache := "file://" + modCacheRO + "/cache/download"
+	switch {
+	case b.opts.Network:
+		return []string{"GOPROXY=" + cache + "," + b.hostProxy, "GOSUMDB=" + b.hostSumDB}
+	case b.modules.proxy != nil:
+		// The file:// proxy first: what the host has is served without a
+		// round trip, and modules outside the allowlist still resolve
+		// from it. The relay last: its 404 text (a refusal naming the
+		// pattern to add) is what the go command prints for a module
+		// found nowhere.
+		return []string{"GOPROXY=" + cache + ",http://" + moduleRelayAddr, "GOSUMDB=off"}
+	default:
+		return []string{"GOPROXY=" + cache, "GOSUMDB=off"}
+	}
+}
+
+// moduleRelayArgs are the runtime server's flags for the relay.
+func (b *Backend) moduleRelayArgs() []string {
+	if b.modules.proxy == nil {
+		return nil
+	}
+	return []string{"--module-relay-addr", moduleRelayAddr, "--module-relay-socket", runDir + "/" + modProxySockName}
+}
