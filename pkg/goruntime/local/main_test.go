@@ -121,6 +121,9 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+	if v := os.Getenv("LOCAL_TEST_ALLOW_MODULES"); v != "" {
+		opts.AllowModules, opts.ModCache = strings.Split(v, ","), os.Getenv("LOCAL_TEST_MODCACHE")
+	}
 	if mode == "pool-wait" {
 		return poolHelper(ctx, opts)
 	}
@@ -154,12 +157,12 @@ func runHelper(mode string) int {
 	return 2
 }
 
-// helper runs the test binary as a helper process and returns the
-// sandbox ID it printed.
-func helper(t *testing.T, mode string) string {
+// helper runs the test binary as a helper process, with env added to its
+// environment, and returns the sandbox ID it printed.
+func helper(t *testing.T, mode string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "LOCAL_TEST_SERVER="+serverPath)
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "LOCAL_TEST_SERVER="+serverPath), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -25,6 +27,7 @@ const (
 	moduleRelayAddr   = "127.0.0.1:7079"
 	modProxySockName  = "modproxy.sock"
 	modProxyReadLimit = 30 * time.Second // a request's headers
+	modProxyConns     = 16               // connections one sandbox holds open at once
 )
 
 // moduleProxies is the backend's module proxy and the sockets it serves
@@ -105,6 +108,9 @@ func (b *Backend) serveModules(id string, l layout, uid int) error {
 			return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
 		}
 	}
+	// A sandbox that opens connections without end holds only its own
+	// share of this process's goroutines and descriptors.
+	ln = netutil.LimitListener(ln, modProxyConns)
 	srv := &http.Server{
 		Handler:           b.modules.proxy,
 		ReadHeaderTimeout: modProxyReadLimit,

@@ -95,6 +95,22 @@ func TestModulesOnDemand(t *testing.T) {
 		t.Errorf("the sandbox reached https://proxy.golang.org itself: %s", res.Stdout)
 	}
 
+	// From inside, the relay and the host proxy refuse what is not a
+	// module proxy request for an allowed module.
+	res = run(t, s, goruntime.Request{
+		Files:   files("probe/main.go", probeProgram),
+		Command: "go run ./probe",
+	})
+	wantProbe := "404 /github.com/google/go-cmp/@v/list\n" +
+		"400 /golang.org/x/sync/@v/..%2f..%2f..%2f..%2fetc%2fpasswd.info\n" +
+		"400 /golang.org/x/sync/@v/../../../../etc/passwd\n" +
+		"400 /golang.org/x/../../etc/@v/list\n" +
+		"400 /golang.org/x/sync/@v/v0.7.zip\n" +
+		"405 POST /golang.org/x/sync/@v/list\n"
+	if res.Stdout != wantProbe {
+		t.Errorf("probes from inside the sandbox:\n%s\nwant:\n%s\nstderr: %s", res.Stdout, wantProbe, res.Stderr)
+	}
+
 	// A module outside the allowlist: the error names the pattern to add.
 	res = run(t, s, goruntime.Request{
 		Files: files(
@@ -136,6 +152,68 @@ func hostDownload(t *testing.T, modCache, modVersion string) {
 	cmd.Env = append(os.Environ(), "GOMODCACHE="+modCache, "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("host go mod download %s: %v\n%s", modVersion, err, out)
+	}
+}
+
+// probeProgram sends requests to the module relay from inside a sandbox
+// and prints each answer's status.
+const probeProgram = `package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"bufio"
+)
+
+func main() {
+	for _, p := range []string{
+		"/github.com/google/go-cmp/@v/list",
+		"/golang.org/x/sync/@v/..%2f..%2f..%2f..%2fetc%2fpasswd.info",
+		"/golang.org/x/sync/@v/../../../../etc/passwd",
+		"/golang.org/x/../../etc/@v/list",
+		"/golang.org/x/sync/@v/v0.7.zip",
+	} {
+		// Raw HTTP, so that the path goes out exactly as written.
+		c, err := net.Dial("tcp", "127.0.0.1:7079")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", p)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(resp.StatusCode, p)
+		c.Close()
+	}
+	resp, err := http.Post("http://127.0.0.1:7079/golang.org/x/sync/@v/list", "text/plain", nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(resp.StatusCode, "POST /golang.org/x/sync/@v/list")
+}
+`
+
+// TestModulesOnDemandAfterAttach: a sandbox left running by a process
+// that exited (its module proxy socket with nobody behind it) gets the
+// proxy again from the process that attaches it.
+func TestModulesOnDemandAfterAttach(t *testing.T) {
+	requireModuleProxy(t)
+	modCache := emptyModCache(t)
+	id := helper(t, "disconnect", "LOCAL_TEST_ALLOW_MODULES="+allowedModule, "LOCAL_TEST_MODCACHE="+modCache)
+	opts := testOptions()
+	opts.ModCache = modCache
+	opts.AllowModules = []string{allowedModule}
+	b := newBackend(t, opts)
+	s, err := goruntime.Attach(context.Background(), b, id, goruntime.Options{})
+	if err != nil {
+		t.Fatalf("attach %s: %v", id, err)
+	}
+	defer s.Close(context.Background())
+	res := run(t, s, goruntime.Request{Command: "go mod download -json " + allowedModule + "@" + allowedVersion})
+	if res.ExitCode != 0 {
+		t.Fatalf("download after attach: exit %d\nstdout: %s\nstderr: %s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }
 
