@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -71,32 +70,44 @@ func (s *server) stop() {
 	<-s.done
 }
 
-// rssMiB is the resident set size (VmRSS) of the server's process and
-// its descendants, in MiB: uvicorn's worker is a child process when it
-// reloads, and a Go server is one process.
-func (s *server) rssMiB() (float64, error) {
-	total := 0.0
-	for _, pid := range append([]int{s.cmd.Process.Pid}, descendants(s.cmd.Process.Pid)...) {
-		kib, err := vmRSS(pid)
-		if err != nil {
-			return 0, err
-		}
-		total += kib
-	}
-	return total / 1024, nil
+// memory is a server's idle memory in MiB, summed over its process and
+// its descendants (uvicorn's worker is a child process when it reloads;
+// a Go server is one process).
+type memory struct {
+	RSS  float64 // VmRSS: resident pages, including file-backed ones shared through the page cache
+	Anon float64 // RssAnon: resident private anonymous pages, what each extra server costs
 }
 
-func vmRSS(pid int) (float64, error) {
+// memoryMiB reads the server's idle memory from /proc/<pid>/status.
+func (s *server) memoryMiB() (memory, error) {
+	var m memory
+	for _, pid := range append([]int{s.cmd.Process.Pid}, descendants(s.cmd.Process.Pid)...) {
+		rss, err := statusKiB(pid, "VmRSS:")
+		if err != nil {
+			return m, err
+		}
+		anon, err := statusKiB(pid, "RssAnon:")
+		if err != nil {
+			return m, err
+		}
+		m.RSS += rss / 1024
+		m.Anon += anon / 1024
+	}
+	return m, nil
+}
+
+// statusKiB reads one "Name:   N kB" line of /proc/<pid>/status.
+func statusKiB(pid int, field string) (float64, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			return strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // descendants lists pid's children, grandchildren and so on.
