@@ -19,6 +19,13 @@ const (
 	sandboxUID = 1000
 	socketName = "server.sock"
 	childEnv   = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
+
+	// shmBytes caps /dev/shm, a tmpfs of its own: its files live in
+	// memory charged to the sandbox's memory limit and outlive the
+	// command that wrote them, so an unbounded one (bubblewrap's /dev
+	// tmpfs is half the host's RAM) would let one command leave every
+	// later one starved of memory. Past it, writes fail with ENOSPC.
+	shmBytes = 64 << 20
 )
 
 // lifelineScript runs as the sandbox's first process (pid 2, under
@@ -168,7 +175,8 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 			return nil, err
 		}
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	a = append(a, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
 	for _, bd := range [][3]string{
 		{"--bind", l.app(), appDir},
 		{"--bind", l.home(), homeDir},

@@ -301,3 +301,24 @@ func TestFilePermissionDenied(t *testing.T) {
 		t.Errorf("the sandbox no longer works after the refusals: %v", err)
 	}
 }
+
+// TestDevShmBounded: /dev/shm is a small tmpfs of the sandbox's own. A
+// command filling it gets "no space left" at 64 MiB instead of leaving a
+// gigabyte of memory-backed files that starve every later command, and
+// the sandbox goes on working.
+func TestDevShmBounded(t *testing.T) {
+	b := newBackend(t, testOptions())
+	s := openSession(t, b)
+	res := run(t, s, goruntime.Request{Command: "head -c 200000000 /dev/zero > /dev/shm/fill; echo rc=$?; stat -c %s /dev/shm/fill; stat -c %a /dev/shm"})
+	if !strings.Contains(res.Stderr, "No space left on device") {
+		t.Errorf("filling /dev/shm: stderr %q, want No space left on device", res.Stderr)
+	}
+	fields := strings.Fields(res.Stdout)
+	if len(fields) != 3 || fields[0] == "rc=0" || fields[2] != "1777" {
+		t.Fatalf("stdout %q: want a failed write, the file's size and mode 1777", res.Stdout)
+	}
+	if n, err := strconv.ParseInt(fields[1], 10, 64); err != nil || n > 64<<20 {
+		t.Errorf("/dev/shm/fill holds %s bytes; want at most 64 MiB", fields[1])
+	}
+	mustOK(t, s, goruntime.Request{Command: "rm /dev/shm/fill && head -c 10000000 /dev/zero > /dev/shm/small && rm /dev/shm/small"})
+}
