@@ -111,11 +111,24 @@ func ensureSeedAt(ctx context.Context, state, key, goroot string, env []string, 
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil // built while we waited
 	}
+	// Holding the lock, no other build of this key runs: a build
+	// directory of it is what a killed process left behind.
+	if stale, _ := filepath.Glob(filepath.Join(root, buildDirPrefix(key)+"*")); len(stale) > 0 {
+		for _, d := range stale {
+			_ = removeTree(d)
+		}
+	}
 	if err := buildSeed(ctx, root, dir, goroot, env, report, extra); err != nil {
 		return "", fmt.Errorf("build seed Go build cache for %s: %w", goroot, err)
 	}
 	return dir, nil
 }
+
+// buildDirPrefix names the temporary directories a seed build of key
+// works in: "build-<key>." and a random suffix. The dot keeps one key's
+// directories apart from those of a key it prefixes (the extra seed's
+// key is the base key with "-extra-..." appended).
+func buildDirPrefix(key string) string { return "build-" + key + "." }
 
 func flockContext(ctx context.Context, f *os.File) error {
 	for {
@@ -135,11 +148,11 @@ func flockContext(ctx context.Context, f *os.File) error {
 }
 
 func buildSeed(ctx context.Context, root, dir, goroot string, env []string, report func(goruntime.Progress), extra bool) error {
-	work, err := os.MkdirTemp(root, "build-")
+	work, err := os.MkdirTemp(root, buildDirPrefix(filepath.Base(dir)))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer removeTree(work)
 	cache := filepath.Join(work, "gocache")
 	src := filepath.Join(work, "src")
 	tmp := filepath.Join(work, "tmp")
