@@ -159,7 +159,9 @@ func (s *Session) Reset(ctx context.Context) error {
 	return nil
 }
 
-// ReadFile returns a file under /app. Errors wrap ErrNotExist or ErrPathEscape.
+// ReadFile returns a file under /app, at most MaxReadFileBytes of it.
+// Errors wrap ErrNotExist, ErrPathEscape, or ErrTooLarge for a larger
+// file (read those with ReadFileRange).
 func (s *Session) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err

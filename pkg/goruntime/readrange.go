@@ -11,6 +11,12 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 )
 
+// MaxReadFileBytes bounds what one ReadFile returns, in bytes of file
+// content: a larger file is refused with an error wrapping ErrTooLarge
+// before it is read (read it in parts with ReadFileRange). It is the
+// agent-sandbox SDK's default download limit too.
+const MaxReadFileBytes = 256 << 20
+
 // RangeReader is implemented by sandboxes that can fetch part of a file
 // themselves (for example with an HTTP Range request, which the runtime
 // server honours on /download). Session.ReadFileRange uses it when

@@ -131,7 +131,21 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("read "+p, resp)
 	}
-	return io.ReadAll(resp.Body)
+	tooLarge := func() error {
+		return fmt.Errorf("read %s: the file is over %d MiB (goruntime.MaxReadFileBytes); read it in parts with Session.ReadFileRange: %w",
+			p, goruntime.MaxReadFileBytes>>20, goruntime.ErrTooLarge)
+	}
+	if resp.ContentLength > goruntime.MaxReadFileBytes {
+		return nil, tooLarge()
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, goruntime.MaxReadFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > goruntime.MaxReadFileBytes {
+		return nil, tooLarge()
+	}
+	return data, nil
 }
 
 // downloadRange fetches at most n bytes of p from byte off with an HTTP

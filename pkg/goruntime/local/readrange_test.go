@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -60,5 +62,24 @@ func TestReadFileRange(t *testing.T) {
 	mustOK(t, s, goruntime.Request{Command: "ln -s /etc/passwd link"})
 	if _, err := s.ReadFileRange(ctx, "link", 0, 10); !errors.Is(err, goruntime.ErrPathEscape) {
 		t.Errorf("symlink out of /app: err = %v, want ErrPathEscape", err)
+	}
+}
+
+// TestReadFileTooLarge: a file over goruntime.MaxReadFileBytes (here a
+// sparse one, which costs the sandbox no disk) is refused with
+// ErrTooLarge before its bytes cross the socket, and its head can still
+// be read in parts.
+func TestReadFileTooLarge(t *testing.T) {
+	b := newBackend(t, testOptions())
+	s := openSession(t, b)
+	ctx := context.Background()
+	mustOK(t, s, goruntime.Request{Command: fmt.Sprintf("truncate -s %d sparse && printf head | dd of=sparse conv=notrunc 2>/dev/null", goruntime.MaxReadFileBytes+1)})
+	_, err := s.ReadFile(ctx, "sparse")
+	if !errors.Is(err, goruntime.ErrTooLarge) || !strings.Contains(err.Error(), "ReadFileRange") {
+		t.Fatalf("ReadFile of a %d-byte file: err = %v, want ErrTooLarge naming ReadFileRange", goruntime.MaxReadFileBytes+1, err)
+	}
+	got, err := s.ReadFileRange(ctx, "sparse", 0, 4)
+	if err != nil || string(got) != "head" {
+		t.Errorf("its first 4 bytes: %q, %v; want \"head\"", got, err)
 	}
 }
