@@ -1,7 +1,7 @@
 // Command mcp-server serves go-runtime-sandbox to MCP clients (Claude
 // Code, Cursor, Gemini CLI, ...): the tool run_go_code builds, runs and
-// tests Go code in an isolated sandbox, beside read_file, list_files and
-// reset_sandbox. docs/mcp.md shows how to configure clients.
+// tests Go code in an isolated sandbox, beside check_go_code, read_file,
+// list_files and reset_sandbox. docs/mcp.md shows how to configure clients.
 //
 // Over stdio (the default) one sandbox serves the whole process; with
 // --http=ADDR each MCP session over Streamable HTTP gets its own.
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	)
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

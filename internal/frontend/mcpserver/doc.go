@@ -1,11 +1,12 @@
 // Package mcpserver serves go-runtime-sandbox to MCP clients (Claude Code,
 // Cursor, Gemini CLI, any client of the Model Context Protocol): the tool
 // run_go_code builds, runs and tests Go code in a sandbox from a
-// goruntime.Backend, and read_file, list_files and reset_sandbox inspect
-// and reset it.
+// goruntime.Backend, check_go_code reports gofmt, vet and build findings
+// without running it, and read_file, list_files and reset_sandbox inspect
+// and reset the sandbox.
 //
 // Over stdio the server keeps one sandbox for the whole process, opened on
-// the first tool call. Over Streamable HTTP each MCP session gets its own
+// the first tool call (or at startup, Config.OpenAtStart). Over Streamable HTTP each MCP session gets its own
 // sandbox, closed when the session ends or after it has been idle for
 // Config.IdleTTL. Calls within a session run one at a time.
 package mcpserver
