@@ -64,7 +64,10 @@ func Check(ctx context.Context, opts Options) []Protection {
 		un.Status, un.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap --disable-userns failed: %v: %s", err, o2)
 		un.Fix = "bubblewrap 0.8 or later (scripts/install-deps.sh), or relax it (Options.Relax.NestedUserns, --relax=userns)"
 	} else {
-		un.Status, un.Detail = StatusActive, "bubblewrap --disable-userns (user.max_user_namespaces=1 inside): creating one fails with ENOSPC, and the seccomp filter refuses it first with EPERM"
+		un.Status, un.Detail = StatusActive, "bubblewrap --disable-userns (user.max_user_namespaces=1 inside): creating one fails with ENOSPC"
+		if !o.Relax.Seccomp {
+			un.Detail += ", and the seccomp filter refuses it first with EPERM"
+		}
 	}
 	add(un)
 
