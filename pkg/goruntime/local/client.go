@@ -152,13 +152,7 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 // Range request (the server answers with http.ServeContent): 206 carries
 // the bytes, 416 means off is at or past the end (no bytes).
 func (c *client) downloadRange(ctx context.Context, p string, off int64, n int) ([]byte, error) {
-	u := &url.URL{Scheme: "http", Host: "sandbox", Path: "/download/" + p, RawPath: "/download/" + pathEscape(p)}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1))
-	resp, err := c.http.Do(req)
+	resp, err := c.get(ctx, "/download/", p, "Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1))
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +202,16 @@ func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, erro
 	return out, nil
 }
 
-func (c *client) get(ctx context.Context, route, p string) (*http.Response, error) {
+// get sends GET route+p (p escaped element by element) with the given
+// header name/value pairs.
+func (c *client) get(ctx context.Context, route, p string, header ...string) (*http.Response, error) {
 	u := &url.URL{Scheme: "http", Host: "sandbox", Path: route + p, RawPath: route + pathEscape(p)}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	return c.http.Do(req)
 }
