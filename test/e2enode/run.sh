@@ -158,6 +158,8 @@ export E2E_REPO="$repo" E2E_WORK_DIR="$work" E2E_CRD_DIR="$crds" E2E_NODE_IP=10.
 export E2E_TOOLS_DIR="$tools" E2E_NODE_DIR="$nodebin" E2E_IMAGES="$images"
 export E2E_SANDBOX_SERVER="$work/bin/sandbox-server" E2E_DEMO="$work/bin/demo" E2E_MCP_SERVER="$work/bin/mcp-server"
 export E2E_UPSTREAM_SDK_TEST="$work/bin/sdk-integration.test"
+# The local backend's state (its seed build cache) for TestFirstGoRunLocal.
+export E2E_LOCAL_STATE_DIR="$cache/local-state"
 
 t0=$(date +%s)
 set +e

@@ -176,6 +176,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--token-auth-file="+tokenFile, "--authorization-mode=AlwaysAllow",
 		"--service-cluster-ip-range=10.96.0.0/16",
+		// The node's name resolves nowhere (no DNS in the run's netns):
+		// port-forward, exec and logs dial the kubelet at its InternalIP.
+		"--kubelet-preferred-address-types=InternalIP",
 		// Pods need no service account objects (none mounts a token).
 		"--disable-admission-plugins=ServiceAccount",
 		"--enable-priority-and-fairness=false", "--profiling=false",
