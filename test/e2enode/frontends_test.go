@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,13 +108,44 @@ func testUpstreamSDK(t *testing.T, rt *runtimeTarget, m connMode) {
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "INTEGRATION_TEST=1", "KUBECONFIG="+shared.c.Kubeconfig, "HOME="+cmd.Dir)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if err != nil && !onlyIdleConnLeak(string(out)) {
 		t.Fatalf("upstream SDK integration tests (%s, %s): %v\n%s\npods: %s", rt.name, m.name, err, out, podSummary(rt.ns))
 	}
-	if !strings.Contains(string(out), "--- PASS: TestIntegration_FullLifecycle") || strings.Contains(string(out), "--- SKIP") {
+	if !strings.Contains(string(out), "--- PASS: TestIntegration_FullLifecycle") || strings.Contains(string(out), "--- SKIP") ||
+		strings.Contains(string(out), "--- FAIL") {
 		t.Fatalf("upstream SDK integration tests did not run and pass:\n%s", out)
 	}
+	if err != nil {
+		t.Logf("upstream SDK integration tests (%s, %s): every test passed; the binary's goleak check then failed on client-go's idle keep-alive connection to the API server only (not a sandbox fault)", rt.name, m.name)
+	}
 	t.Logf("upstream SDK integration tests (%s, %s):\n%s", rt.name, m.name, out)
+}
+
+// onlyIdleConnLeak reports whether the upstream test binary's output
+// failed only in its goleak check (goleak.VerifyTestMain in the SDK's
+// TestMain), and only on goroutines of idle HTTP connections: client-go
+// keeps its transports (and their keep-alive connections to the API server)
+// in a process-wide cache that nothing closes, so whether one is still
+// open when goleak looks is timing. Any other leaked goroutine, or any
+// other failure, is not excused.
+var goroutineHeader = regexp.MustCompile(`Goroutine \d+ in state `)
+
+func onlyIdleConnLeak(out string) bool {
+	_, leaks, ok := strings.Cut(out, "goleak: Errors on successful test run: found unexpected goroutines:")
+	if !ok {
+		return false
+	}
+	blocks := goroutineHeader.Split(leaks, -1)
+	if len(blocks) < 2 {
+		return false
+	}
+	for _, b := range blocks[1:] {
+		if !strings.Contains(b, "http2.(*ClientConn).readLoop") && !strings.Contains(b, "net/http.(*persistConn).readLoop") &&
+			!strings.Contains(b, "net/http.(*persistConn).writeLoop") {
+			return false
+		}
+	}
+	return true
 }
 
 // TestFirstGoRunLocal times the same first and second `go run` in a local

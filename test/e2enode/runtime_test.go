@@ -25,6 +25,8 @@ type runtimeTarget struct {
 	ns         string
 	kustomize  string // relative to the repository
 	runtimeCls string // the pods' runtimeClassName ("" = the node's default, runc)
+	// gvisor: a port-forward into the pod cannot reach it (see connectivity).
+	noPodPortForward bool
 
 	applied   bool
 	routerURL string // http://<router pod IP>:8080, set by activate
@@ -32,7 +34,7 @@ type runtimeTarget struct {
 
 var (
 	runcTarget   = &runtimeTarget{name: "runc", ns: "e2e", kustomize: "manifests/base"}
-	gvisorTarget = &runtimeTarget{name: "gvisor", ns: "e2e-gvisor", kustomize: "manifests/overlays/gvisor", runtimeCls: "gvisor"}
+	gvisorTarget = &runtimeTarget{name: "gvisor", ns: "e2e-gvisor", kustomize: "manifests/overlays/gvisor", runtimeCls: "gvisor", noPodPortForward: true}
 	runtimes     = []*runtimeTarget{runcTarget, gvisorTarget}
 )
 
@@ -44,6 +46,26 @@ type connMode struct {
 }
 
 var modes = []connMode{{name: "portforward"}, {name: "direct", direct: true}}
+
+// connectivity is how commands reach rt's pods in mode m (the backend's
+// --connectivity; "" = its default, a port-forward to the pod). A
+// port-forward into a gVisor pod is refused: the kubelet's port-forward
+// dials localhost in the pod's network namespace, but runsc's sockets live
+// in gVisor's own network stack (google/gvisor#3811,
+// kubernetes-sigs/agent-sandbox#158). So under gVisor commands go through
+// the router in port-forward mode (what a caller outside the cluster can
+// use) and to the pod IP in direct mode (a caller on the pod network; the
+// test process is on the node).
+func (rt *runtimeTarget) connectivity(m connMode) string {
+	switch {
+	case !rt.noPodPortForward:
+		return ""
+	case m.direct:
+		return agentsandbox.ConnectivityInClusterPodIP
+	default:
+		return agentsandbox.ConnectivityRouter
+	}
+}
 
 // activate makes rt's warm pool the one that is filled: the node's two CPUs
 // hold one pool of the template's 500m pods at a time, so the pool of the
@@ -160,6 +182,7 @@ func newBackend(ctx context.Context, t testing.TB, rt *runtimeTarget, m connMode
 		Namespace:    rt.ns,
 		RestConfig:   shared.c.REST,
 		ReadyTimeout: 2 * time.Minute,
+		Connectivity: rt.connectivity(m),
 	}
 	if m.direct {
 		opts.APIURL = rt.routerURL
@@ -182,6 +205,9 @@ func backendArgs(rt *runtimeTarget, m connMode) []string {
 	}
 	if m.direct {
 		args = append(args, "--api-url="+rt.routerURL)
+	}
+	if c := rt.connectivity(m); c != "" {
+		args = append(args, "--connectivity="+c)
 	}
 	return args
 }
