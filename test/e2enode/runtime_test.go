@@ -52,19 +52,18 @@ var modes = []connMode{{name: "portforward"}, {name: "direct", direct: true}}
 // port-forward into a gVisor pod is refused: the kubelet's port-forward
 // dials localhost in the pod's network namespace, but runsc's sockets live
 // in gVisor's own network stack (google/gvisor#3811,
-// kubernetes-sigs/agent-sandbox#158). So under gVisor commands go through
-// the router in port-forward mode (what a caller outside the cluster can
-// use) and to the pod IP in direct mode (a caller on the pod network; the
-// test process is on the node).
-func (rt *runtimeTarget) connectivity(m connMode) string {
-	switch {
-	case !rt.noPodPortForward:
-		return ""
-	case m.direct:
+// kubernetes-sigs/agent-sandbox#158). So under gVisor commands go to the
+// pod IP (the test process is on the node, so on the pod network). In
+// direct mode file calls still go through the router's URL; in
+// "portforward" mode, with no router URL, the SDK sends them to the pod IP
+// too (no port-forward at all). The other choice, --connectivity=router,
+// failed the MCP cancellation scenario here (a cancelled call's program
+// kept running; docs/e2e-node.md).
+func (rt *runtimeTarget) connectivity(connMode) string {
+	if rt.noPodPortForward {
 		return agentsandbox.ConnectivityInClusterPodIP
-	default:
-		return agentsandbox.ConnectivityRouter
 	}
+	return ""
 }
 
 // activate makes rt's warm pool the one that is filled: the node's two CPUs
