@@ -125,8 +125,8 @@ func testUpstreamSDK(t *testing.T, rt *runtimeTarget, m connMode) {
 // failed only in its goleak check (goleak.VerifyTestMain in the SDK's
 // TestMain), and only on goroutines of idle HTTP connections: client-go
 // keeps its transports (and their keep-alive connections to the API server)
-// in a process-wide cache that nothing closes, so whether one is still
-// open when goleak looks is timing. Any other leaked goroutine, or any
+// in a process-wide cache that nothing closes, so one is still open when
+// goleak looks (in every run here). Any other leaked goroutine, or any
 // other failure, is not excused.
 var goroutineHeader = regexp.MustCompile(`Goroutine \d+ in state `)
 
