@@ -64,6 +64,9 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 
 // explainRPC maps a process API failure to our sentinels: a working
 // directory that is missing (NotFound) or outside /app (PermissionDenied).
+// An unreachable server over a port-forward gets a hint: gVisor (runsc)
+// pods refuse port-forwards (google/gvisor#3811), so their commands need
+// another Connectivity.
 func (s *Sandbox) explainRPC(err error) error {
 	err = fmt.Errorf("exec in sandbox %s: %w", s.id, err)
 	switch status.Code(err) {
@@ -71,6 +74,11 @@ func (s *Sandbox) explainRPC(err error) error {
 		return fmt.Errorf("%w: %w", goruntime.ErrNotExist, err)
 	case codes.PermissionDenied:
 		return fmt.Errorf("%w: %w", goruntime.ErrPathEscape, err)
+	case codes.Unavailable:
+		if s.b.opts.Connectivity == ConnectivityPortForward {
+			return fmt.Errorf("%w (over a port-forward to the pod; if its template uses gVisor (runtimeClassName gvisor), port-forwards into runsc pods fail: use --connectivity=%s from inside the cluster, or %s)",
+				err, ConnectivityInClusterPodIP, ConnectivityRouter)
+		}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // These tests run commands through the backend against a real runtime
@@ -210,5 +213,24 @@ func TestSessionExecuteStreamOverBackend(t *testing.T) {
 	}
 	if total := time.Since(start); first == 0 || total-first < 500*time.Millisecond {
 		t.Fatalf("first chunk at %s of %s: not streamed", first, total)
+	}
+}
+
+// TestExplainRPCPortForwardHint: a process API that cannot be reached
+// over a port-forward (what every gVisor pod gives: runsc refuses
+// port-forwards) is reported as ErrSandboxGone with the connectivity
+// that works; over the pod IP the hint is not given.
+func TestExplainRPCPortForwardHint(t *testing.T) {
+	unreachable := fmt.Errorf("sandboxd execute: %w: %w", goruntime.ErrSandboxGone,
+		status.Error(codes.Unavailable, "connection error: desc = \"error reading server preface: EOF\""))
+	for conn, wantHint := range map[string]bool{ConnectivityPortForward: true, ConnectivityInClusterPodIP: false} {
+		s := &Sandbox{b: &Backend{opts: Options{Connectivity: conn}}, id: "go-runtime-pool-x"}
+		err := s.explainRPC(unreachable)
+		if !errors.Is(err, goruntime.ErrSandboxGone) {
+			t.Errorf("%s: %v does not wrap ErrSandboxGone", conn, err)
+		}
+		if got := strings.Contains(err.Error(), "--connectivity="+ConnectivityInClusterPodIP); got != wantHint {
+			t.Errorf("%s: hint given = %v, want %v: %v", conn, got, wantHint, err)
+		}
 	}
 }
