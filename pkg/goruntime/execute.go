@@ -123,8 +123,8 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 	name := ".goruntime-upload-" + randomHex(8) + ".tar"
 	if err := s.sb.WriteFile(ctx, name, bytes.NewReader(archive)); err != nil {
 		if errors.Is(err, ErrTooLarge) {
-			return fmt.Errorf("upload %d files: their archive (%d bytes) is over the sandbox's upload limit: %w",
-				len(files), len(archive), ErrTooLarge)
+			return fmt.Errorf("upload %d files: their archive (%d MiB) is over the sandbox's upload limit (the runtime server's --max-upload-bytes, 256 MiB by default); send fewer or smaller files per call: %w",
+				len(files), len(archive)>>20, err)
 		}
 		return fmt.Errorf("upload %d files: %w", len(files), err)
 	}

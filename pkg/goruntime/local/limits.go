@@ -66,10 +66,21 @@ func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *go
 		if err := cg.kill(s.keep, 5*time.Second); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
+		res.Stderr += s.b.limitNote(res.Limit)
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
 			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (--allow-modules=<pattern>, local.Options.AllowModules), "+
 			"or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
 	}
+}
+
+// limitNote is the note appended to Stderr of a command that ran into the
+// memory or process limit: which limit, its value and where it is set.
+// Files in /dev/shm count against the memory limit and outlive commands.
+func (b *Backend) limitNote(l goruntime.Limit) string {
+	if l == goruntime.LimitProcesses {
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes, --processes); what the command left running was killed.]\n", b.opts.Processes)
+	}
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes, --memory-mb); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
 }

@@ -149,6 +149,9 @@ func TestForkBombContained(t *testing.T) {
 	if res.Outcome != goruntime.OutcomeProcessLimit {
 		t.Errorf("fork bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeProcessLimit)
 	}
+	if !strings.Contains(res.Stderr, "process limit was hit: 64 processes") || !strings.Contains(res.Stderr, "--processes") {
+		t.Errorf("fork bomb: stderr does not end with the note naming the limit and its flag: %q", clipTail(res.Stderr))
+	}
 	assertLimit(t, s, "bomb() { bomb | bomb & }; bomb; sleep 3", goruntime.LimitProcesses)
 	mustOK(t, s, goruntime.Request{Command: "echo after the bomb"})
 	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
@@ -162,6 +165,9 @@ func TestMemoryBombContained(t *testing.T) {
 	res := run(t, s, goruntime.Request{Command: "tail /dev/zero", Timeout: time.Minute})
 	if res.Outcome != goruntime.OutcomeMemoryLimit {
 		t.Errorf("memory bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
+	}
+	if !strings.Contains(res.Stderr, "memory limit was hit: 256 MiB") || !strings.Contains(res.Stderr, "--memory-mb") {
+		t.Errorf("memory bomb: stderr does not end with the note naming the limit and its flag: %q", clipTail(res.Stderr))
 	}
 	// A Go memory bomb, built and run in the sandbox.
 	prog := "package main\n\nfunc main() {\n\tvar keep [][]byte\n\tfor {\n\t\tb := make([]byte, 16<<20)\n\t\tfor i := range b {\n\t\t\tb[i] = 1\n\t\t}\n\t\tkeep = append(keep, b)\n\t}\n}\n"
@@ -484,3 +490,6 @@ func TestServerThatDoesNotServe(t *testing.T) {
 		t.Errorf("Open with /bin/true as server: %v", err)
 	}
 }
+
+// clipTail is the last 400 bytes of s, for messages.
+func clipTail(s string) string { return s[max(0, len(s)-400):] }
