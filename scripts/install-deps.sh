@@ -14,13 +14,13 @@ packages=(
 	mount # pkg/goruntime/local: mount -o loop for each sandbox's disk
 	util-linux # pkg/goruntime/local: setpriv, to start a sandbox as its own host uid
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
-	runc # test/e2enode: the node's default OCI runtime (containerd's runc shim)
-	containernetworking-plugins # test/e2enode: CNI bridge, host-local, loopback, portmap
-	buildah # test/e2enode: builds the Dockerfile (and the pause and router images) without Docker
-	debootstrap # test/e2enode: the debian/golang base-image stand-ins (no registry here)
-	iptables # test/e2enode: the kubelet's and CNI plugins' rules (in the run's own netns)
-	iproute2 # test/e2enode: the run's network namespace (ip link/addr/route)
-	util-linux # test/e2enode: unshare (the run's PID/network/mount namespaces), flock
+	runc # test/e2e: the node's default OCI runtime (containerd's runc shim)
+	containernetworking-plugins # test/e2e: CNI bridge, host-local, loopback, portmap
+	buildah # test/e2e: builds the Dockerfile (and the pause and router images) without Docker
+	debootstrap # test/e2e: the debian/golang base-image stand-ins (no registry here)
+	iptables # test/e2e: the kubelet's and CNI plugins' rules (in the run's own netns)
+	iproute2 # test/e2e: the run's network namespace (ip link/addr/route)
+	util-linux # test/e2e: unshare (the run's PID/network/mount namespaces), flock
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 	python3-fastapi # make bench: upstream agent-sandbox's Python runtime, the baseline of cmd/bench
 	python3-uvicorn # make bench: serves it

@@ -5,21 +5,15 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extclientset "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
-
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 )
 
 // extClient returns a typed client for agent-sandbox's extension kinds.
@@ -32,61 +26,10 @@ func extClient(t testing.TB) *extclientset.Clientset {
 	return c
 }
 
-// ensureBase applies manifests/base to testNS, once per run, by
-// server-side apply of the kustomization exactly as it is in the repo.
-func ensureBase(t testing.TB) {
-	t.Helper()
-	shared.baseOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		c := shared.c
-		_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			shared.baseErr = fmt.Errorf("create namespace %s: %w", testNS, err)
-			return
-		}
-		out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", testNS, "-k", filepath.Join(shared.repo, "manifests", "base"))
-		if err != nil {
-			shared.baseErr = fmt.Errorf("apply manifests/base: %w\n%s", err, out)
-		}
-	})
-	if shared.baseErr != nil {
-		t.Fatal(shared.baseErr)
-	}
-}
-
-// waitPoolReady waits until the warm pool has all its replicas ready and
-// returns how many that is.
-func waitPoolReady(ctx context.Context, t testing.TB, pool string) int32 {
-	t.Helper()
-	ext := extClient(t)
-	var last string
-	for {
-		wp, err := ext.ExtensionsV1beta1().SandboxWarmPools(testNS).Get(ctx, pool, metav1.GetOptions{})
-		if err == nil {
-			want := int32(1)
-			if wp.Spec.Replicas != nil {
-				want = *wp.Spec.Replicas
-			}
-			if want > 0 && wp.Status.ReadyReplicas == want {
-				return want
-			}
-			last = fmt.Sprintf("%d of %d ready (status %+v)", wp.Status.ReadyReplicas, want, wp.Status)
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("warm pool %s/%s not ready: %s; pods: %s", testNS, pool, last, podSummary(t))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// podSummary lists the test namespace's pods with phase and readiness, for
-// failure messages.
-func podSummary(t testing.TB) string {
-	pods, err := shared.c.Client.CoreV1().Pods(testNS).List(context.Background(), metav1.ListOptions{})
+// podSummary lists a namespace's pods with phase, readiness and the
+// reason of any waiting container, for failure messages.
+func podSummary(ns string) string {
+	pods, err := shared.c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -98,36 +41,24 @@ func podSummary(t testing.TB) string {
 				ready = "ready"
 			}
 		}
-		s = append(s, fmt.Sprintf("%s(%s,%s,node=%q)", p.Name, p.Status.Phase, ready, p.Spec.NodeName))
+		why := ""
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				why += fmt.Sprintf(",%s:%s %s", cs.Name, w.Reason, w.Message)
+			}
+		}
+		s = append(s, fmt.Sprintf("%s(%s,%s,node=%q%s)", p.Name, p.Status.Phase, ready, p.Spec.NodeName, why))
 	}
 	return fmt.Sprint(s)
 }
 
-// newBackend returns the agent-sandbox backend in direct-URL mode against
-// the real sandbox-router; commands reach the pod's process API at its pod
-// IP (this host is on the pod network).
-func newBackend(ctx context.Context, t testing.TB) *agentsandbox.Backend {
-	t.Helper()
-	b, err := agentsandbox.New(ctx, agentsandbox.Options{
-		Namespace:    testNS,
-		APIURL:       shared.c.RouterURL,
-		Connectivity: agentsandbox.ConnectivityInClusterPodIP,
-		RestConfig:   shared.c.REST,
-		ReadyTimeout: 90 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("agent-sandbox backend: %v", err)
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
 	}
-	return b
-}
-
-// processGone reports whether no process has the given PID any more.
-func processGone(pid int) bool {
-	if pid <= 0 {
-		return true
-	}
-	err := syscall.Kill(pid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	return false
 }
 
 // percentile returns the p-th percentile (0..100) of ds by nearest rank.

@@ -1,10 +1,12 @@
 //go:build e2e
 
-// Package e2e tests go-runtime-sandbox against a real Kubernetes control
-// plane: etcd, kube-apiserver, the agent-sandbox controller and
-// sandbox-router, with a process node (package processnode) in place of
-// the kubelet. Run it with test/e2e/run.sh, which builds the binaries and
-// hands them over in the environment (see cluster.BinariesFromEnv).
+// Package e2e tests go-runtime-sandbox on a real one-node Kubernetes
+// cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// containerd with runc and gVisor, a kubelet, the agent-sandbox controller,
+// and the sandbox-router as a pod; the sandboxes are pods of the image the
+// repository's Dockerfile builds. Run it with test/e2e/run.sh, which builds
+// everything, enters its own namespaces and hands the paths over in the
+// environment (see cluster.BinariesFromEnv).
 package e2e
 
 import (
@@ -12,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,100 +23,108 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/test/e2e/cluster"
 )
 
-// testNS is the namespace the project's manifests are applied to and where
-// every claim of these tests is made.
-const testNS = "e2e"
-
-// shared is the control plane TestMain starts for every test in the package.
+// shared is the cluster TestMain starts for every test in the package.
 // Tests read it; only TestMain writes it.
 var shared struct {
 	c    *cluster.Cluster
-	bins cluster.Binaries
 	repo string
-	// baseOnce applies manifests/base once, for whichever test needs it first.
-	baseOnce sync.Once
-	baseErr  error
+	// images as built (and cached) by build-images.sh.
+	images []cluster.Image
+
+	mu sync.Mutex
+	// active is the runtime whose warm pool is scaled up; the node has CPU
+	// for one pool at a time (see activate).
+	active *runtimeTarget
+}
+
+// summary collects the lines printed at the end (run.sh shows them): one
+// per key, the last report wins (a benchmark runs more than once).
+var summary struct {
+	mu    sync.Mutex
+	keys  []string
+	lines map[string]string
+}
+
+// report records the summary line for key and logs it.
+func report(t testing.TB, key, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	summary.mu.Lock()
+	if summary.lines == nil {
+		summary.lines = map[string]string{}
+	}
+	if _, ok := summary.lines[key]; !ok {
+		summary.keys = append(summary.keys, key)
+	}
+	summary.lines[key] = line
+	summary.mu.Unlock()
+	t.Log(line)
 }
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...)
+		return 1
+	}
 	bins, err := cluster.BinariesFromEnv(os.Getenv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: missing binaries:\n%v\n", err)
-		return 1
+		return fail("missing binaries:\n%v", err)
 	}
 	repo, err := filepath.Abs("../..")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
+		return fail("%v", err)
 	}
 	work := os.Getenv("E2E_WORK_DIR")
-	if work == "" {
-		if work, err = os.MkdirTemp("", "e2e-"); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
+	crds := os.Getenv("E2E_CRD_DIR")
+	nodeIP := os.Getenv("E2E_NODE_IP")
+	if work == "" || crds == "" || nodeIP == "" {
+		return fail("E2E_WORK_DIR, E2E_CRD_DIR and E2E_NODE_IP must be set: run the e2e tests through test/e2e/run.sh")
 	}
-	crds, err := agentSandboxCRDs(repo)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
+	imgs, err := cluster.ParseImages(os.Getenv("E2E_IMAGES"))
+	if err != nil || len(imgs) == 0 {
+		return fail("E2E_IMAGES (build-images.sh's output): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	seedRoot := os.Getenv("E2E_CACHE_DIR")
-	if seedRoot == "" {
-		seedRoot = filepath.Join(repo, ".cache", "e2e-bin")
-	}
-	if err := os.MkdirAll(seedRoot, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	seedStart := time.Now()
-	seed, err := cluster.EnsureGoCacheSeed(ctx, seedRoot)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e: Go build cache seed %s ready in %s\n", seed, time.Since(seedStart).Round(10*time.Millisecond))
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{
-		Binaries:    bins,
-		Dir:         work,
-		CRDDir:      crds,
-		GoCacheSeed: seed,
-		PIDFile:     filepath.Join(work, "pids"),
-		Logger:      log,
+		Binaries: bins,
+		Dir:      work,
+		CRDDir:   crds,
+		NodeIP:   nodeIP,
+		Images:   imgs,
+		PIDFile:  filepath.Join(work, "pids"),
+		Logger:   log,
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: control plane did not come up (logs in %s/logs):\n%v\n", work, err)
-		return 1
+		return fail("cluster did not come up (logs in %s/logs):\n%v", work, err)
 	}
 	defer c.Stop()
 	var steps []string
 	for _, s := range c.Steps {
 		steps = append(steps, fmt.Sprintf("%s %s", s.Name, s.Duration.Round(10*time.Millisecond)))
 	}
-	fmt.Fprintf(os.Stderr, "e2e: control plane up in %s (%s); logs in %s/logs\n",
+	fmt.Fprintf(os.Stderr, "e2e: cluster up in %s (%s); logs in %s/logs\n",
 		time.Since(start).Round(10*time.Millisecond), strings.Join(steps, ", "), work)
-	shared.c, shared.bins, shared.repo = c, bins, repo
-	return m.Run()
-}
+	shared.c, shared.repo, shared.images = c, repo, imgs
 
-// agentSandboxCRDs finds k8s/crds in the agent-sandbox module the main
-// module requires, so the CRDs match the SDK version in go.mod.
-func agentSandboxCRDs(repo string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/agent-sandbox")
-	cmd.Dir = repo
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locate the agent-sandbox module (go list -m): %w", err)
+	code := m.Run()
+
+	ni := c.NodeInfo
+	fmt.Printf("summary: node: kubelet %s Ready (%s; runtime classes runc, gvisor=runsc; kernel %s)\n",
+		ni.KubeletVersion, ni.ContainerRuntimeVersion, ni.KernelVersion)
+	for _, img := range imgs {
+		if img.Name == "runtime" {
+			fmt.Printf("summary: image: %s built in %d s, %d MB\n", strings.TrimPrefix(img.Ref, "docker.io/library/"), img.BuildSeconds, img.SizeMB)
+		}
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "k8s", "crds")
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("agent-sandbox CRDs: %w", err)
+	summary.mu.Lock()
+	for _, k := range summary.keys {
+		fmt.Printf("summary: %s\n", summary.lines[k])
 	}
-	return dir, nil
+	summary.mu.Unlock()
+	return code
 }

@@ -60,33 +60,33 @@ func TestCRDsServerSideApplied(t *testing.T) {
 	}
 
 	// The schema is enforced: spec.warmPoolRef is required on a claim.
-	ensureBase(t)
+	activate(t, runcTarget)
 	claim := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "extensions.agents.x-k8s.io/v1beta1",
 		"kind":       "SandboxClaim",
-		"metadata":   map[string]any{"name": "no-warm-pool-ref", "namespace": testNS},
+		"metadata":   map[string]any{"name": "no-warm-pool-ref", "namespace": runcTarget.ns},
 		"spec":       map[string]any{},
 	}}
 	gvr := schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
-	_, err := shared.c.Dynamic.Resource(gvr).Namespace(testNS).Create(ctx, claim, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err := shared.c.Dynamic.Resource(gvr).Namespace(runcTarget.ns).Create(ctx, claim, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "warmPoolRef") {
 		t.Errorf("claim without spec.warmPoolRef: got %v, want an Invalid error naming warmPoolRef", err)
 	}
 }
 
 // TestManifestsBase applies manifests/base unchanged by server-side apply
-// (through ensureBase) and checks that it made the template and warm pool
+// (through activate) and checks that it made the template and warm pool
 // the backend's defaults name, and that applying it again changes nothing.
 func TestManifestsBase(t *testing.T) {
-	ensureBase(t)
+	activate(t, runcTarget)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ext := extClient(t).ExtensionsV1beta1()
-	tmpl, err := ext.SandboxTemplates(testNS).Get(ctx, agentsandbox.DefaultTemplate, metav1.GetOptions{})
+	tmpl, err := ext.SandboxTemplates(runcTarget.ns).Get(ctx, agentsandbox.DefaultTemplate, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("template %s (agentsandbox.DefaultTemplate) from manifests/base: %v", agentsandbox.DefaultTemplate, err)
 	}
-	wp, err := ext.SandboxWarmPools(testNS).Get(ctx, agentsandbox.DefaultWarmPool, metav1.GetOptions{})
+	wp, err := ext.SandboxWarmPools(runcTarget.ns).Get(ctx, agentsandbox.DefaultWarmPool, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("warm pool %s (agentsandbox.DefaultWarmPool) from manifests/base: %v", agentsandbox.DefaultWarmPool, err)
 	}
@@ -94,11 +94,11 @@ func TestManifestsBase(t *testing.T) {
 		t.Errorf("warm pool %s uses template %q, want %q", wp.Name, wp.Spec.TemplateRef.Name, tmpl.Name)
 	}
 	rv := wp.ResourceVersion
-	out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", testNS, "-k", filepath.Join(shared.repo, "manifests", "base"))
+	out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", runcTarget.ns, "-k", filepath.Join(shared.repo, "manifests", "base"))
 	if err != nil {
 		t.Fatalf("re-apply manifests/base: %v\n%s", err, out)
 	}
-	wp2, err := ext.SandboxWarmPools(testNS).Get(ctx, agentsandbox.DefaultWarmPool, metav1.GetOptions{})
+	wp2, err := ext.SandboxWarmPools(runcTarget.ns).Get(ctx, agentsandbox.DefaultWarmPool, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestManifestsBase(t *testing.T) {
 // and manifests/router, and sends it to the API server as a server-side dry run, so admission and
 // CRD validation check every object without creating anything.
 func TestOverlaysServerDryRun(t *testing.T) {
-	ensureBase(t)
+	activate(t, runcTarget)
 	dirs, err := filepath.Glob(filepath.Join(shared.repo, "manifests", "overlays", "*"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestOverlaysServerDryRun(t *testing.T) {
 			defer cancel()
 			// The same field manager as the base's apply: an overlay applied
 			// over the base by the same user changes fields, not owners.
-			out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "--field-manager=e2e", "-n", testNS, "-k", d)
+			out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "--field-manager=e2e", "-n", runcTarget.ns, "-k", d)
 			if err != nil {
 				t.Fatalf("server-side dry run: %v\n%s", err, out)
 			}
@@ -151,7 +151,7 @@ func TestOverlaysServerDryRun(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: extensions.agents.x-k8s.io/v1beta1\nkind: SandboxClaim\nmetadata:\n  name: bad\nspec: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "-n", testNS, "-f", bad); err == nil {
+	if out, err := shared.c.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "-n", runcTarget.ns, "-f", bad); err == nil {
 		t.Errorf("server dry run accepted an invalid claim:\n%s", out)
 	}
 }

@@ -1,90 +1,187 @@
 #!/usr/bin/env bash
-# run.sh runs the end-to-end tests against a real Kubernetes control plane
-# on this machine, without containers: etcd, kube-apiserver, the
-# agent-sandbox controller and sandbox-router, and a process node standing
-# in for the kubelet (docs/e2e.md).
+# run.sh runs the end-to-end tests on a real one-node Kubernetes cluster on
+# this machine, without Docker or a registry (docs/e2e.md): etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, containerd 2 with
+# runc and gVisor, a kubelet, the agent-sandbox controller, and the
+# sandbox-router and the sandboxes as pods of images built here.
 #
-# Steps: install etcd if missing (scripts/install-deps.sh), build the
-# control-plane tools once into a cache (test/e2e/build-tools.sh), build this
-# repo's binaries, run `go test -tags e2e ./test/e2e/` (tests, then the
-# claim-latency benchmark), and print how long each step took.
+# Steps (each timed at the end):
+#   1. take a machine-wide lock (one run at a time), install the system
+#      packages (scripts/install-deps.sh), undo what a killed run left
+#   2. build, once, into /var/cache/go-runtime-sandbox/e2e: the Kubernetes
+#      and agent-sandbox binaries (build-tools.sh), containerd and gVisor
+#      (build-node.sh), the images (build-images.sh: base stand-ins, pause,
+#      router, the Dockerfile unchanged)
+#   3. build this repo's binaries and the test binaries
+#   4. run the tests inside fresh PID, network and mount namespaces
+#      (netns.sh): nothing of the cluster can reach or change the host's
+#      network, and every process and mount dies with the namespaces
+#   5. restore the host: sysctls the kubelet sets, the cgroups it made,
+#      directories this script created; also when the run failed or was
+#      interrupted (a SIGKILLed run is cleaned up by the next one)
 #
 # Env:
-#   E2E_RUN      -run pattern (default: every test)
-#   E2E_CLAIMS   claims the latency benchmark makes (default 12)
-#   E2E_TIMEOUT  go test -timeout (default 20m)
-#   E2E_KEEP=1   keep the work directory (logs) even when everything passed
-#   E2E_CACHE_DIR  where built tools and the seed cache live (default
-#                  /var/cache/go-runtime-sandbox/e2e-bin when writable, so CI's
-#                  fresh clones reuse them; else .cache/e2e-bin in the repo)
+#   E2E_RUN        -test.run pattern (default: every test)
+#   E2E_CLAIMS     claims the claim -> ready benchmark makes (default 12; 0 skips it)
+#   E2E_TIMEOUT    test timeout (default 25m)
+#   E2E_KEEP=1     keep the work directory (logs) even when everything passed
+#   E2E_CACHE_DIR  where built tools and images are cached (see lib.sh)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+# shellcheck source=/dev/null
+source test/e2e/lib.sh
 
-t_start=$(date +%s)
-if ! command -v etcd >/dev/null 2>&1; then
-	echo "e2e: etcd is missing; installing it with scripts/install-deps.sh" >&2
-	bash scripts/install-deps.sh
+if [[ $(id -u) != 0 ]]; then
+	echo "e2e: needs root (containerd, the kubelet, namespaces, cgroups); run it as root" >&2
+	exit 1
 fi
 
+# --- 1. one run at a time, packages, leftovers -------------------------------
+lock=/var/lock/go-runtime-sandbox-e2e.lock
+exec 9>"$lock"
+if ! flock -n 9; then
+	echo "e2e: another e2e run holds $lock; waiting for it" >&2
+	flock 9
+fi
+
+t_start=$(date +%s)
+bash scripts/install-deps.sh etcd-server runc containernetworking-plugins buildah debootstrap iptables iproute2 util-linux >&2
+
+cache="$(e2e_cache_root)"
+state="$cache/host-state" # what this run changed on the host, for the undo
+cgroup_root=go-runtime-sandbox-e2e # cluster.CgroupRoot without the slash
+sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+
+# restore_host undoes what a run changed outside its work directory. Safe
+# to run twice, and with nothing to undo.
+cgroup_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/mounts; }
+restore_host() {
+	local h _
+	while read -r h; do
+		[[ -d $h/$cgroup_root ]] || continue
+		# Cgroups empty out a moment after their last process died.
+		for _ in $(seq 50); do
+			find "$h/$cgroup_root" -depth -type d -exec rmdir {} + 2>/dev/null || true
+			[[ -d $h/$cgroup_root ]] || break
+			sleep 0.2
+		done
+		[[ -d $h/$cgroup_root ]] && echo "e2e: could not remove cgroup $h/$cgroup_root (processes left?)" >&2
+	done < <(cgroup_mounts)
+	if [[ -f $state/sysctl ]]; then
+		local kv
+		while read -r kv; do sysctl -q -w "$kv" >/dev/null || echo "e2e: could not restore sysctl $kv" >&2; done <"$state/sysctl"
+		rm -f "$state/sysctl"
+	fi
+	if [[ -f $state/dirs ]]; then
+		local d
+		while read -r d; do rmdir "$d" 2>/dev/null || true; done <"$state/dirs"
+		rm -f "$state/dirs"
+	fi
+}
+mkdir -p "$state"
+restore_host
+
+# --- 2. tools and images (cached) --------------------------------------------
 t0=$(date +%s)
 tools="$(bash test/e2e/build-tools.sh)"
-# The Go build cache seed lives beside the tools, in build-tools.sh's cache.
-export E2E_CACHE_DIR="${E2E_CACHE_DIR:-$(dirname "$tools")}"
 t_tools=$(($(date +%s) - t0))
+t0=$(date +%s)
+nodebin="$(bash test/e2e/build-node.sh)"
+t_node=$(($(date +%s) - t0))
+t0=$(date +%s)
+images="$(bash test/e2e/build-images.sh "$tools/sandbox-router")"
+t_images=$(($(date +%s) - t0))
 
+# --- 3. this repo's binaries and the test binaries ---------------------------
 work="$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")"
+t0=$(date +%s)
+mkdir -p "$work/bin" "$work/logs"
+go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/demo ./cmd/mcp-server
+go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/
+crds="$(cd test/e2e/tools && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds"
+(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox)
+t_build=$(($(date +%s) - t0))
+
+# --- 4. the run, in its own namespaces ---------------------------------------
+ns_pid=""
 # shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
 	local rc=$?
-	# Processes a crashed test binary left behind: it records every PID; kill
-	# the groups of those still running one of this run's binaries.
-	if [[ $rc -ne 0 && -f "$work/pids" ]]; then
-		local pid exe
-		while read -r pid; do
-			exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
-			case "$exe" in
-			"$tools"/* | "$work"/bin/* | "$(command -v etcd)") kill -KILL -- "-$pid" 2>/dev/null || true ;;
-			esac
-		done <"$work/pids"
+	trap - EXIT INT TERM
+	if [[ -n $ns_pid ]] && kill -0 "$ns_pid" 2>/dev/null; then
+		# unshare --kill-child: its child, PID 1 of the run's PID
+		# namespace, gets SIGKILL, and the kernel kills the rest.
+		kill -KILL "$ns_pid" 2>/dev/null || true
+		wait "$ns_pid" 2>/dev/null || true
 	fi
-	# etcd's data (cluster.Start keeps it in /dev/shm, named after $work).
 	rm -rf "/dev/shm/e2e-etcd-$(basename "$work")"
+	restore_host
 	if [[ $rc -eq 0 && "${E2E_KEEP:-0}" != 1 ]]; then
 		rm -rf "$work"
 	else
-		echo "e2e: logs kept in $work/logs" >&2
+		rm -rf "$work/node" # containerd's and the kubelet's state: large, not logs
+		echo "e2e: logs kept in $work/logs (test output: $work/go-test.log)" >&2
 	fi
+	exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-t0=$(date +%s)
-mkdir -p "$work/bin"
-go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/demo ./cmd/mcp-server
-t_build=$(($(date +%s) - t0))
+# Host state the kubelet changes (it sets these kernel sysctls) or that the
+# namespaces need (mount points, the cgroup root), recorded before changing.
+for k in "${sysctls[@]}"; do
+	echo "$k=$(sysctl -n "$k")" >>"$state/sysctl"
+done
+for d in /var/lib/cni /var/log/containers; do
+	if [[ ! -d $d ]]; then
+		mkdir -p "$d"
+		echo "$d" >>"$state/dirs"
+	fi
+done
+while read -r h; do
+	mkdir -p "$h/$cgroup_root"
+	if [[ -f $h/cpuset.cpus ]]; then
+		cat "$h/cpuset.cpus" >"$h/$cgroup_root/cpuset.cpus"
+		cat "$h/cpuset.mems" >"$h/$cgroup_root/cpuset.mems"
+	fi
+done < <(cgroup_mounts)
 
-export E2E_TOOLS_DIR="$tools"
-export E2E_SANDBOX_SERVER="$work/bin/sandbox-server"
-export E2E_DEMO="$work/bin/demo"
-export E2E_MCP_SERVER="$work/bin/mcp-server"
-export E2E_WORK_DIR="$work"
+claims="${E2E_CLAIMS:-12}"
+bench=(-test.bench=ClaimReady "-test.benchtime=${claims}x")
+[[ $claims == 0 ]] && bench=()
+
+export E2E_REPO="$repo" E2E_WORK_DIR="$work" E2E_CRD_DIR="$crds" E2E_NODE_IP=10.200.0.1
+export E2E_TOOLS_DIR="$tools" E2E_NODE_DIR="$nodebin" E2E_IMAGES="$images"
+export E2E_SANDBOX_SERVER="$work/bin/sandbox-server" E2E_DEMO="$work/bin/demo" E2E_MCP_SERVER="$work/bin/mcp-server"
+export E2E_UPSTREAM_SDK_TEST="$work/bin/sdk-integration.test"
+# The local backend's state (its seed build cache) for TestFirstGoRunLocal.
+export E2E_LOCAL_STATE_DIR="$cache/local-state"
 
 t0=$(date +%s)
 set +e
-go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-20m}" \
-	-run "${E2E_RUN:-.}" -bench "ClaimReady" -benchtime "${E2E_CLAIMS:-12}x" \
-	./test/e2e/ 2>&1 | tee "$work/go-test.log"
-rc=${PIPESTATUS[0]}
+unshare --pid --fork --kill-child --mount-proc --net --mount --propagation private -- \
+	bash test/e2e/netns.sh "$work/bin/e2e.test" -test.v -test.count=1 \
+	-test.timeout="${E2E_TIMEOUT:-25m}" -test.run="${E2E_RUN:-.}" "${bench[@]}" \
+	> >(tee "$work/go-test.log") 2>&1 &
+ns_pid=$!
+wait "$ns_pid"
+rc=$?
+ns_pid=""
 set -e
 t_test=$(($(date +%s) - t0))
 
 echo
 echo "=== e2e timing ==="
-echo "control-plane tools (build-tools.sh): ${t_tools}s"
-echo "repo binaries (go build):             ${t_build}s"
-echo "go test (bring-up, tests, benchmark): ${t_test}s"
-echo "total:                                $(($(date +%s) - t_start))s"
-grep -E "control plane up in|claim -> ready from a warm pool|demo wall time|after Close:" "$work/go-test.log" | sed 's/^ *//' || true
+echo "Kubernetes + agent-sandbox tools (build-tools.sh): ${t_tools}s"
+echo "containerd + gVisor (build-node.sh):              ${t_node}s"
+echo "images (build-images.sh):                         ${t_images}s"
+echo "repo and test binaries (go build, go test -c):    ${t_build}s"
+echo "tests (bring-up, tests, benchmark):               ${t_test}s"
+echo "total:                                            $(($(date +%s) - t_start))s"
+grep -E "^e2e: cluster up in" "$work/go-test.log" || true
+grep -E "^summary: " "$work/go-test.log" | sed 's/^summary: //' || true
 exit "$rc"

@@ -1,3 +1,15 @@
+// Package cluster brings up a real one-node Kubernetes cluster on this
+// machine without Docker or a registry, for the end-to-end tests: etcd,
+// kube-apiserver, kube-controller-manager (garbage collector, node
+// lifecycle, deployments), kube-scheduler, containerd with runc and gVisor's
+// runsc, a kubelet, and the agent-sandbox controller (with extensions), all
+// as child processes. Images come from docker-archive tars (see
+// test/e2e/build-images.sh) imported into containerd.
+//
+// It expects to run inside its own network and mount namespaces
+// (test/e2e/run.sh puts it there): the control plane listens on 127.0.0.1,
+// the kubelet on Config.NodeIP, and pods get addresses from PodCIDR on a
+// CNI bridge.
 package cluster
 
 import (
@@ -7,7 +19,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,64 +28,14 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/test/e2e/processnode"
 )
-
-// Binaries names the executables a Cluster runs.
-type Binaries struct {
-	Etcd          string // Debian's etcd-server (scripts/install-deps.sh)
-	KubeAPIServer string // built by test/e2e/build-tools.sh
-	Kubectl       string // built by test/e2e/build-tools.sh
-	Controller    string // agent-sandbox-controller, built by test/e2e/build-tools.sh
-	Router        string // sandbox-router, built by test/e2e/build-tools.sh
-	SandboxServer string // cmd/sandbox-server of this repo
-}
-
-// BinariesFromEnv finds the binaries the way test/e2e/run.sh hands them
-// over: E2E_TOOLS_DIR holds the control-plane tools, E2E_SANDBOX_SERVER is
-// the runtime server, and etcd is looked up on PATH (or E2E_ETCD). The
-// error says which script provides what is missing.
-func BinariesFromEnv(getenv func(string) string) (Binaries, error) {
-	tools := getenv("E2E_TOOLS_DIR")
-	b := Binaries{
-		Etcd:          getenv("E2E_ETCD"),
-		SandboxServer: getenv("E2E_SANDBOX_SERVER"),
-	}
-	if tools != "" {
-		b.KubeAPIServer = filepath.Join(tools, "kube-apiserver")
-		b.Kubectl = filepath.Join(tools, "kubectl")
-		b.Controller = filepath.Join(tools, "agent-sandbox-controller")
-		b.Router = filepath.Join(tools, "sandbox-router")
-	}
-	if b.Etcd == "" {
-		if p, err := exec.LookPath("etcd"); err == nil {
-			b.Etcd = p
-		}
-	}
-	var errs []error
-	if err := lookBinary("etcd", b.Etcd); err != nil {
-		errs = append(errs, fmt.Errorf("%w (install it with scripts/install-deps.sh: Debian package etcd-server)", err))
-	}
-	if tools == "" {
-		errs = append(errs, errors.New("E2E_TOOLS_DIR is not set: run the e2e tests through test/e2e/run.sh, which builds kube-apiserver, kubectl, agent-sandbox-controller and sandbox-router (test/e2e/build-tools.sh)"))
-	} else {
-		for what, p := range map[string]string{"kube-apiserver": b.KubeAPIServer, "kubectl": b.Kubectl, "agent-sandbox-controller": b.Controller, "sandbox-router": b.Router} {
-			if err := lookBinary(what, p); err != nil {
-				errs = append(errs, fmt.Errorf("%w (build it with test/e2e/build-tools.sh)", err))
-			}
-		}
-	}
-	if err := lookBinary("sandbox-server", b.SandboxServer); err != nil {
-		errs = append(errs, fmt.Errorf("%w (set E2E_SANDBOX_SERVER to a build of ./cmd/sandbox-server; test/e2e/run.sh does)", err))
-	}
-	return b, errors.Join(errs...)
-}
 
 // Config configures Start.
 type Config struct {
@@ -84,9 +45,12 @@ type Config struct {
 	Dir string
 	// CRDDir holds agent-sandbox's CRD manifests (k8s/crds of the module).
 	CRDDir string
-	// GoCacheSeed, when set, is copied into each pod's GOCACHE (see
-	// EnsureGoCacheSeed).
-	GoCacheSeed string
+	// NodeIP is the kubelet's address: not loopback, reachable from the
+	// API server (netns.sh puts it on a veth in the run's netns).
+	NodeIP string
+	// Images are imported into containerd before the kubelet starts; one
+	// must be named "pause" (the pod sandbox image).
+	Images []Image
 	// PIDFile, when set, collects the PIDs of started processes so a
 	// wrapper can kill them if the test binary dies.
 	PIDFile string
@@ -106,23 +70,23 @@ type Cluster struct {
 	REST       *rest.Config
 	Client     kubernetes.Interface
 	Dynamic    dynamic.Interface
-	// RouterURL is the sandbox-router's HTTP address (http://127.0.0.1:port).
-	RouterURL string
-	Node      *processnode.Node
+	// NodeInfo is what the kubelet reported about itself once Ready.
+	NodeInfo corev1.NodeSystemInfo
 	// Steps records bring-up timing.
 	Steps []Step
 
-	cfg      Config
-	comps    []*component
-	stopNode context.CancelFunc
-	nodeDone chan error
-	etcdDir  string
+	cfg     Config
+	comps   []*component
+	node    *node
+	etcdDir string
 }
 
-// Start brings the control plane up and returns once every part is ready:
-// etcd healthy, kube-apiserver /readyz ok, agent-sandbox's CRDs applied and
-// Established, the controller and router /readyz ok, and the process node
-// registered. On error, everything started so far is stopped again.
+// Start brings the cluster up and returns once every part is ready: etcd
+// healthy, kube-apiserver /readyz ok, agent-sandbox's CRDs applied and
+// Established, kube-controller-manager and kube-scheduler healthy,
+// containerd serving with the images imported, the Node Ready without
+// taints, the RuntimeClass gvisor created, and the agent-sandbox controller
+// /readyz ok. On error, everything started so far is stopped again.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -153,7 +117,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	ctrlMetrics, ctrlProbe := ports[3], ports[4]
-	routerHTTP, routerMetrics, routerProbe := ports[5], ports[6], ports[7]
+	kcmPort, schedPort := ports[5], ports[6]
 
 	// etcd keeps its data in memory-backed storage when it can: fsync on
 	// a shared disk would dominate the API's write latency.
@@ -212,7 +176,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--token-auth-file="+tokenFile, "--authorization-mode=AlwaysAllow",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		// No controller-manager creates service accounts here.
+		// The node's name resolves nowhere (no DNS in the run's netns):
+		// port-forward, exec and logs dial the kubelet at its InternalIP.
+		"--kubelet-preferred-address-types=InternalIP",
+		// Pods need no service account objects (none mounts a token).
 		"--disable-admission-plugins=ServiceAccount",
 		"--enable-priority-and-fairness=false", "--profiling=false",
 		"--v=1")
@@ -250,10 +217,54 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.step("crds", t)
 
+	// kube-controller-manager: the garbage collector (claim -> sandbox ->
+	// pod cascades), node lifecycle (lifts the not-ready taint), and
+	// deployments for the router.
 	t = time.Now()
+	kcm, err := c.run("kube-controller-manager", b.KubeControllerManager,
+		"--kubeconfig="+c.Kubeconfig,
+		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+		"--leader-elect=false", "--use-service-account-credentials=false",
+		"--service-account-private-key-file="+saKey,
+		"--v=1")
+	if err != nil {
+		return err
+	}
+	if err := kcm.waitHTTP(ctx, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", token, 60*time.Second); err != nil {
+		return err
+	}
+	c.step("kube-controller-manager", t)
+
+	t = time.Now()
+	sched, err := c.run("kube-scheduler", b.KubeScheduler,
+		"--kubeconfig="+c.Kubeconfig,
+		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
+		"--leader-elect=false", "--v=1")
+	if err != nil {
+		return err
+	}
+	if err := sched.waitHTTP(ctx, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", token, 60*time.Second); err != nil {
+		return err
+	}
+	c.step("kube-scheduler", t)
+
+	if err := c.startNode(ctx); err != nil {
+		return err
+	}
+
+	// gVisor's handler, as GKE and the gVisor docs name it.
+	t = time.Now()
+	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gvisor"},
+		Handler:    "runsc",
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create RuntimeClass gvisor: %w", err)
+	}
+
 	ctrl, err := c.run("agent-sandbox-controller", b.Controller,
-		"--kubeconfig="+c.Kubeconfig, "--extensions",
-		"--enable-webhook=false", "--manage-webhook-certs=false", "--leader-elect=false",
+		"--kubeconfig="+c.Kubeconfig, "--extensions", "--leader-elect=false",
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ctrlMetrics),
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ctrlProbe))
 	if err != nil {
@@ -263,75 +274,15 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.step("agent-sandbox-controller", t)
-
-	t = time.Now()
-	router, err := c.run("sandbox-router", b.Router,
-		"--kubeconfig="+c.Kubeconfig, "--cache-enabled", "--allow-loopback-pod-ip",
-		"--http-bind-address=127.0.0.1:"+strconv.Itoa(routerHTTP),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(routerMetrics),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(routerProbe))
-	if err != nil {
-		return err
-	}
-	if err := router.waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(routerProbe)+"/readyz", "", 60*time.Second); err != nil {
-		return err
-	}
-	c.RouterURL = "http://127.0.0.1:" + strconv.Itoa(routerHTTP)
-	c.step("sandbox-router", t)
-
-	t = time.Now()
-	nodeLog, err := os.OpenFile(filepath.Join(logDir, "process-node.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("process node log: %w", err)
-	}
-	node, err := processnode.New(processnode.Config{
-		Client: c.Client, Dynamic: c.Dynamic,
-		ServerBinary: b.SandboxServer,
-		GoCacheSeed:  c.cfg.GoCacheSeed,
-		PIDFile:      c.cfg.PIDFile,
-		Dir:          filepath.Join(c.Dir, "node"),
-		Logger:       slog.New(slog.NewTextHandler(nodeLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		_ = nodeLog.Close()
-		return err
-	}
-	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	c.Node, c.stopNode, c.nodeDone = node, stopNode, make(chan error, 1)
-	go func() {
-		err := node.Run(nodeCtx)
-		_ = nodeLog.Close()
-		c.nodeDone <- err
-	}()
-	if err := c.waitNode(ctx, node.Name()); err != nil {
-		return err
-	}
-	c.step("process-node", t)
 	return nil
 }
 
-func (c *Cluster) waitNode(ctx context.Context, name string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-c.nodeDone:
-			c.nodeDone <- err
-			return fmt.Errorf("process node stopped during start: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil && len(n.Status.Conditions) > 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process node %s not registered after 30s", name)
-		}
-	}
+func (c *Cluster) run(name, bin string, args ...string) (*component, error) {
+	return c.runEnv(name, bin, nil, args...)
 }
 
-func (c *Cluster) run(name, bin string, args ...string) (*component, error) {
-	comp, err := startComponent(name, bin, args, filepath.Join(c.Dir, "logs"), c.cfg.PIDFile)
+func (c *Cluster) runEnv(name, bin string, env []string, args ...string) (*component, error) {
+	comp, err := startComponent(name, bin, args, env, filepath.Join(c.Dir, "logs"), c.cfg.PIDFile)
 	if err != nil {
 		return nil, err
 	}
@@ -339,15 +290,24 @@ func (c *Cluster) run(name, bin string, args ...string) (*component, error) {
 	return comp, nil
 }
 
-// Stop stops the process node (and with it every pod process), then the
-// components in reverse start order, and removes etcd's data.
+// Stop deletes every pod still on the node (so the kubelet tears their
+// containers down), then stops the components in reverse start order and
+// removes etcd's data. What the components leave outside the work
+// directory (mounts, cgroups, network) is run.sh's to clean up: they live in
+// its namespaces and under CgroupRoot.
 func (c *Cluster) Stop() {
-	if c.stopNode != nil {
-		c.stopNode()
-		if err := <-c.nodeDone; err != nil {
-			c.cfg.Logger.Warn("process node", "err", err)
+	if c.node != nil && c.Client != nil {
+		// First what would recreate pods: the agent-sandbox controller
+		// (sandboxes), the controller manager (the router's ReplicaSet).
+		for _, comp := range c.comps {
+			if comp.name == "agent-sandbox-controller" || comp.name == "kube-controller-manager" {
+				comp.stop(10 * time.Second)
+			}
 		}
-		c.stopNode = nil
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c.drainPods(ctx)
+		cancel()
+		c.node = nil
 	}
 	for i := len(c.comps) - 1; i >= 0; i-- {
 		c.comps[i].stop(10 * time.Second)
@@ -356,6 +316,26 @@ func (c *Cluster) Stop() {
 	if c.etcdDir != "" {
 		_ = os.RemoveAll(c.etcdDir)
 		c.etcdDir = ""
+	}
+}
+
+// drainPods deletes every pod at once, with a one-second grace, and waits
+// until the kubelet has reported them gone (or ctx ends).
+func (c *Cluster) drainPods(ctx context.Context) {
+	grace := int64(1)
+	nss, err := c.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, ns := range nss.Items {
+		_ = c.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
+	}
+	for ctx.Err() == nil {
+		pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

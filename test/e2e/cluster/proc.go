@@ -25,9 +25,10 @@ type component struct {
 }
 
 // startComponent runs bin with args in its own process group, its output
-// appended to logDir/name.log. Its PID is appended to pidFile (when set) so
-// a wrapper script can clean up after a test binary that died.
-func startComponent(name, bin string, args []string, logDir, pidFile string) (*component, error) {
+// appended to logDir/name.log, with this process's environment plus env
+// (KEY=value entries). Its PID is appended to pidFile (when set) so a
+// wrapper script can clean up after a test binary that died.
+func startComponent(name, bin string, args, env []string, logDir, pidFile string) (*component, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -35,6 +36,9 @@ func startComponent(name, bin string, args []string, logDir, pidFile string) (*c
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# netns.sh is the first process inside the namespaces test/e2enode/run.sh makes
+# netns.sh is the first process inside the namespaces test/e2e/run.sh makes
 # for a run (PID, network, mount); it is not meant to be run by hand.
 #
 # It gives the node a network of its own (loopback, and a veth pair whose
@@ -26,7 +26,7 @@ mkdir -p /run/lock
 mount -t tmpfs -o mode=0755 tmpfs /var/lib/cni
 mount -t tmpfs -o mode=0755 tmpfs /var/log/containers
 
-cd "$E2E_REPO/test/e2enode"
+cd "$E2E_REPO/test/e2e"
 set +e
 "$@"
 rc=$?

@@ -11,7 +11,7 @@ import (
 type Binaries struct {
 	Etcd string // Debian's etcd-server (scripts/install-deps.sh)
 
-	// From k8s.io/kubernetes and agent-sandbox, built by test/e2enode/build-tools.sh.
+	// From k8s.io/kubernetes and agent-sandbox, built by test/e2e/build-tools.sh.
 	KubeAPIServer         string
 	KubeControllerManager string
 	KubeScheduler         string
@@ -19,7 +19,7 @@ type Binaries struct {
 	Kubectl               string
 	Controller            string // agent-sandbox-controller
 
-	// From test/e2enode/build-node.sh: containerd, ctr and the runc and runsc
+	// From test/e2e/build-node.sh: containerd, ctr and the runc and runsc
 	// shims, and runsc itself, all in NodeDir.
 	NodeDir    string
 	Containerd string
@@ -33,7 +33,7 @@ type Binaries struct {
 // DefaultCNIBinDir is where Debian's containernetworking-plugins installs.
 const DefaultCNIBinDir = "/usr/lib/cni"
 
-// BinariesFromEnv finds the binaries the way test/e2enode/run.sh hands them
+// BinariesFromEnv finds the binaries the way test/e2e/run.sh hands them
 // over: E2E_TOOLS_DIR holds the Kubernetes and agent-sandbox tools,
 // E2E_NODE_DIR the container runtime; etcd and runc are looked up on PATH
 // (or E2E_ETCD, E2E_RUNC) and the CNI plugins in E2E_CNI_BIN_DIR (default
@@ -63,7 +63,7 @@ func BinariesFromEnv(getenv func(string) string) (Binaries, error) {
 
 	tools := getenv("E2E_TOOLS_DIR")
 	if tools == "" {
-		errs = append(errs, errors.New("E2E_TOOLS_DIR is not set: run the e2e tests through test/e2enode/run.sh, which builds the Kubernetes and agent-sandbox binaries (test/e2enode/build-tools.sh)"))
+		errs = append(errs, errors.New("E2E_TOOLS_DIR is not set: run the e2e tests through test/e2e/run.sh, which builds the Kubernetes and agent-sandbox binaries (test/e2e/build-tools.sh)"))
 	} else {
 		b.KubeAPIServer = filepath.Join(tools, "kube-apiserver")
 		b.KubeControllerManager = filepath.Join(tools, "kube-controller-manager")
@@ -73,19 +73,19 @@ func BinariesFromEnv(getenv func(string) string) (Binaries, error) {
 		b.Controller = filepath.Join(tools, "agent-sandbox-controller")
 		for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubelet, b.Kubectl, b.Controller} {
 			if err := lookBinary(filepath.Base(p), p); err != nil {
-				errs = append(errs, fmt.Errorf("%w (build it with test/e2enode/build-tools.sh)", err))
+				errs = append(errs, fmt.Errorf("%w (build it with test/e2e/build-tools.sh)", err))
 			}
 		}
 	}
 	if b.NodeDir == "" {
-		errs = append(errs, errors.New("E2E_NODE_DIR is not set: run the e2e tests through test/e2enode/run.sh, which builds containerd and gVisor (test/e2enode/build-node.sh)"))
+		errs = append(errs, errors.New("E2E_NODE_DIR is not set: run the e2e tests through test/e2e/run.sh, which builds containerd and gVisor (test/e2e/build-node.sh)"))
 	} else {
 		b.Containerd = filepath.Join(b.NodeDir, "containerd")
 		b.Ctr = filepath.Join(b.NodeDir, "ctr")
 		b.Runsc = filepath.Join(b.NodeDir, "runsc")
 		for _, name := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "runsc", "containerd-shim-runsc-v1"} {
 			if err := lookBinary(name, filepath.Join(b.NodeDir, name)); err != nil {
-				errs = append(errs, fmt.Errorf("%w (build it with test/e2enode/build-node.sh)", err))
+				errs = append(errs, fmt.Errorf("%w (build it with test/e2e/build-node.sh)", err))
 			}
 		}
 	}

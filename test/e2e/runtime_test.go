@@ -1,10 +1,11 @@
 //go:build e2e
 
-package e2enode
+package e2e
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,8 +36,23 @@ type runtimeTarget struct {
 var (
 	runcTarget   = &runtimeTarget{name: "runc", ns: "e2e", kustomize: "manifests/base"}
 	gvisorTarget = &runtimeTarget{name: "gvisor", ns: "e2e-gvisor", kustomize: "manifests/overlays/gvisor", runtimeCls: "gvisor", noPodPortForward: true}
-	runtimes     = []*runtimeTarget{runcTarget, gvisorTarget}
+	runtimes     = []*runtimeTarget{gvisorTarget, runcTarget}
 )
+
+// fullMatrix reports whether E2E_FULL=1 asked for every flow under every
+// runtime (make e2e-full).
+func fullMatrix() bool { return os.Getenv("E2E_FULL") == "1" }
+
+// clientSideFlow skips t under gVisor unless the full matrix was asked for:
+// t exercises the client side (backend, SDK, router, controller), which
+// runc's run of the same flow already covers, and a flow under gVisor costs
+// several times its runc run (TestRuntimes).
+func (rt *runtimeTarget) clientSideFlow(t *testing.T) {
+	t.Helper()
+	if rt == gvisorTarget && !fullMatrix() {
+		t.Skip("client-side flow: runs under runc; under gVisor too with E2E_FULL=1 (make e2e-full)")
+	}
+}
 
 // connMode is how clients reach the router: through a port-forward the SDK
 // opens to sandbox-router-svc (its default), or at a URL.
@@ -172,6 +188,18 @@ func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string) int32 {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// poolFull waits until rt's warm pool has all its replicas ready before a
+// flow claims from it. A claim made while the pool is empty gets a pod of
+// its own (a cold start) while the pool refills beside it, and the node's
+// two CPUs fit only three of the template's 500m pods next to the router:
+// a test that claims right after another (the pool refills in 2-20 s)
+// could leave its claim's pod Pending for want of CPU. The flows test the
+// sandboxes, not a starved node, so each starts from a full pool.
+func poolFull(ctx context.Context, t testing.TB, rt *runtimeTarget) {
+	t.Helper()
+	waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool)
 }
 
 // newBackend returns the agent-sandbox backend for rt in the given mode.

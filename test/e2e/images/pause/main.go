@@ -1,7 +1,7 @@
 // Command pause is the e2e node's pod sandbox ("infra") container: it holds a
 // pod's namespaces open, does nothing else, and exits on SIGINT or SIGTERM.
 // As PID 1 of the pod's PID namespace (when shared) it also reaps orphaned
-// children. test/e2enode/build-images.sh builds it static into a scratch image,
+// children. test/e2e/build-images.sh builds it static into a scratch image,
 // because the e2e node has no registry to pull registry.k8s.io/pause from.
 package main
 

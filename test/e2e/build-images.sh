@@ -7,7 +7,7 @@
 #             debian:<suite>-slim from `debootstrap --variant=minbase <suite>`
 #             and golang:<go>-<suite> = that plus this machine's Go toolchain
 #             (which must be the Dockerfile's GO_VERSION) and CA bundle.
-#   pause     the pod sandbox image: test/e2enode/images/pause, static, on scratch.
+#   pause     the pod sandbox image: test/e2e/images/pause, static, on scratch.
 #   router    the agent-sandbox sandbox-router binary (build-tools.sh) on scratch.
 #   runtime   `buildah bud --pull=never` of the repository's Dockerfile, unchanged.
 #
@@ -16,7 +16,7 @@
 # context) and rebuilt only when that changes. buildah's storage (layers,
 # the base images) lives in the cache too, never in /var/lib/containers.
 #
-# Usage: test/e2enode/build-images.sh ROUTER_BINARY
+# Usage: test/e2e/build-images.sh ROUTER_BINARY
 #   prints one line per image: NAME TAR REF BUILD_SECONDS SIZE_MB
 # Env:   E2E_CACHE_DIR   cache root (see lib.sh)
 set -euo pipefail
@@ -111,7 +111,7 @@ build_pause() {
 	if [[ ! -f $tar ]]; then
 		start=$(date +%s)
 		bin="$store/.pause-$$"
-		(cd "$repo" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$bin" ./test/e2enode/images/pause)
+		(cd "$repo" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$bin" ./test/e2e/images/pause)
 		ctr="$("${bah[@]}" from scratch)"
 		"${bah[@]}" copy --quiet "$ctr" "$bin" /pause >/dev/null
 		rm -f "$bin"

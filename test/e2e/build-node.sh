@@ -10,7 +10,7 @@
 # The build edits that one check in a private copy of the downloaded source so
 # EPERM is tolerated; nothing of gVisor's is committed here.
 #
-# Usage: test/e2enode/build-node.sh     prints the binary directory on stdout
+# Usage: test/e2e/build-node.sh     prints the binary directory on stdout
 # Env:   E2E_CACHE_DIR              cache root (see lib.sh)
 set -euo pipefail
 

@@ -19,7 +19,7 @@ import (
 const NodeName = "e2e-node"
 
 // CgroupRoot is the cgroup (in every v1 hierarchy) the kubelet puts all
-// pods under. It must exist before the kubelet starts; test/e2enode/run.sh
+// pods under. It must exist before the kubelet starts; test/e2e/run.sh
 // creates it and removes it again, which a fixed name makes possible even
 // after a run that was killed.
 const CgroupRoot = "/go-runtime-sandbox-e2e"
@@ -38,7 +38,7 @@ type Image struct {
 	SizeMB       int
 }
 
-// ParseImages reads the lines test/e2enode/build-images.sh prints:
+// ParseImages reads the lines test/e2e/build-images.sh prints:
 // NAME TAR REF BUILD_SECONDS SIZE_MB.
 func ParseImages(text string) ([]Image, error) {
 	var imgs []Image
@@ -209,7 +209,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	n := &node{dir: filepath.Join(c.Dir, "node"), nodeIP: c.cfg.NodeIP}
 	n.sock = filepath.Join(n.dir, "containerd", "containerd.sock")
 	if net.ParseIP(n.nodeIP) == nil || net.ParseIP(n.nodeIP).IsLoopback() {
-		return fmt.Errorf("node IP %q: the kubelet needs a non-loopback address (test/e2enode/run.sh creates one inside the e2e network namespace)", n.nodeIP)
+		return fmt.Errorf("node IP %q: the kubelet needs a non-loopback address (test/e2e/run.sh creates one inside the e2e network namespace)", n.nodeIP)
 	}
 	var pause string
 	for _, img := range c.cfg.Images {
@@ -218,7 +218,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		}
 	}
 	if pause == "" {
-		return fmt.Errorf("no pause image among %d images (test/e2enode/build-images.sh builds it)", len(c.cfg.Images))
+		return fmt.Errorf("no pause image among %d images (test/e2e/build-images.sh builds it)", len(c.cfg.Images))
 	}
 	logDir := filepath.Join(c.Dir, "logs")
 	for _, d := range []string{"containerd", "cni/net.d", "cni/ipam", "runsc", "kubelet/pod-logs", "kubelet/volume-plugins", "kubelet/root", "kubelet/pki"} {
