@@ -74,7 +74,7 @@ var modes = []connMode{{name: "portforward"}, {name: "direct", direct: true}}
 // "portforward" mode, with no router URL, the SDK sends them to the pod IP
 // too (no port-forward at all). The other choice, --connectivity=router,
 // failed the MCP cancellation scenario here (a cancelled call's program
-// kept running; docs/e2e-node.md).
+// kept running; docs/e2e.md).
 func (rt *runtimeTarget) connectivity(connMode) string {
 	if rt.noPodPortForward {
 		return agentsandbox.ConnectivityInClusterPodIP
