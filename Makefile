@@ -38,7 +38,7 @@ e2e: deps ## end-to-end on a real one-node cluster: kubelet, containerd (runc, g
 	bash test/e2e/run.sh
 
 e2e-full: deps ## the e2e with every flow under gVisor too and a 30-claim benchmark (~15 min warm)
-	E2E_FULL=1 E2E_CLAIMS=30 bash test/e2e/run.sh
+	E2E_FULL=1 E2E_CLAIMS=30 E2E_TIMEOUT=50m bash test/e2e/run.sh
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
 

@@ -18,6 +18,9 @@
 #
 # Usage: test/e2e/build-images.sh ROUTER_BINARY
 #   prints one line per image: NAME TAR REF BUILD_SECONDS SIZE_MB
+#        test/e2e/build-images.sh --base
+#   makes (or finds cached) only the base stand-ins and prints nothing; run.sh
+#   runs this beside the tool builds, which it does not need
 # Env:   E2E_CACHE_DIR   cache root (see lib.sh)
 set -euo pipefail
 
@@ -26,7 +29,7 @@ repo="$(cd "$here/../.." && pwd)"
 # shellcheck source=/dev/null
 source "$here/lib.sh"
 
-router_bin="${1:?usage: build-images.sh ROUTER_BINARY}"
+router_bin="${1:?usage: build-images.sh ROUTER_BINARY | --base}"
 cache="$(e2e_cache_root)"
 images="$cache/images"
 store="$cache/buildah"
@@ -185,6 +188,7 @@ build_runtime() {
 }
 
 build_base
+[[ $router_bin == --base ]] && exit 0
 build_pause
 build_router
 build_runtime
