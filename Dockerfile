@@ -1,40 +1,59 @@
 # The go-runtime-sandbox runtime image: what runs in every agent-sandbox pod
 # (manifests/base). sandbox-server serves the runtime contract on :8888 (and
 # the sandboxd API when SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR are set);
-# commands run with the Go toolchain, tar, git and CA certificates at hand.
+# commands run with the Go toolchain, tar, coreutils and CA certificates at
+# hand. There is no git: modules come through GOPROXY (see "No git" below).
 #
 #   docker build -t go-runtime-sandbox:dev .
+#
+# Needs BuildKit (docker's default builder) or buildah: the server build
+# uses a cache mount.
 #
 # Runs as UID 1000 and works with a read-only root filesystem when /app,
 # /tmp and /cache are writable volumes (emptyDirs in manifests/base; its
 # seed-cache init container copies this image's /cache into the volume).
+#
+# Layers, largest first, and what changes them: the Debian base; the Go
+# toolchain (GO_VERSION); the seeded build cache (the toolchain and the
+# seed programs in pkg/goruntime/local/_seed); sandbox-server (any source
+# file), last, so a source edit rebuilds only the server and that layer.
 
 ARG GO_VERSION=1.26.8
 ARG DEBIAN=trixie
 
-# --- build: the server, static -------------------------------------------
-FROM golang:${GO_VERSION}-${DEBIAN} AS build
-WORKDIR /src
-ENV CGO_ENABLED=0 GOTOOLCHAIN=local
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-RUN go build -trimpath -ldflags="-s -w" -o /out/sandbox-server ./cmd/sandbox-server
+# --- toolchain: the Go tree as commands in a pod use it --------------------
+# /usr/local/go without what no go command in a pod reads: the Go tree's own
+# tests (test/, *_test.go and testdata/ of the standard library), API lists
+# (api/, read only by the release checks), doc/ and misc/, and the sources
+# under src/cmd. Of src/cmd only the packages of the tools the go command
+# builds from source on first use are kept (go tool test2json, which the
+# go-aware session runs; covdata, which go test -cover runs; pprof, trace,
+# addr2line, nm, objdump, buildid, pack). The compiler, linker, assembler,
+# vet, cover, fix, cgo and preprofile are prebuilt in pkg/tool and stay;
+# bin/go and bin/gofmt stay (go doc is part of bin/go).
+FROM golang:${GO_VERSION}-${DEBIAN} AS toolchain
+RUN cd /usr/local/go \
+ && mkdir -p /out/go \
+ && tar -c --exclude=./src/cmd --exclude=./test --exclude=./api --exclude=./doc --exclude=./misc \
+      --exclude=testdata --exclude='*_test.go' . | tar -x -C /out/go \
+ && go list -deps -f '{{.Dir}}{{range .EmbedFiles}} {{.}}{{end}}' \
+      cmd/test2json cmd/covdata cmd/pprof cmd/trace cmd/addr2line cmd/nm cmd/objdump cmd/buildid cmd/pack \
+    | grep "^$PWD/src/cmd/" \
+    | while read -r dir embeds; do \
+        find "$dir" -maxdepth 1 -type f ! -name '*_test.go'; \
+        for e in $embeds; do echo "$dir/$e"; done; \
+      done \
+    | sed "s|^$PWD/||" > /tmp/cmd-files \
+ && printf '%s\n' src/cmd/go.mod src/cmd/go.sum src/cmd/vendor/modules.txt >> /tmp/cmd-files \
+ && tar -c -T /tmp/cmd-files | tar -x -C /out/go
 
-# --- runtime ---------------------------------------------------------------
-FROM debian:${DEBIAN}-slim AS runtime
-# tar and coreutils (timeout: the agent-sandbox backend wraps commands in
-# it) are essential packages, listed to say they are needed.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates git tar coreutils \
- && rm -rf /var/lib/apt/lists/*
-
-COPY --from=build /usr/local/go /usr/local/go
-
+# --- go: Debian with that toolchain and the environment commands see -------
+FROM debian:${DEBIAN}-slim AS go
+COPY --from=toolchain /out/go /usr/local/go
 # The toolchain never downloads another one; caches live under /cache (a
 # volume in the pod), module files stay writable so /app can be wiped.
-# CGO is off: there is no C compiler, and the prebuilt cache below is keyed
-# on it.
+# CGO is off: there is no C compiler (so no go test -race either), and the
+# seeded cache below is keyed on it.
 ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     GOTOOLCHAIN=local \
     CGO_ENABLED=0 \
@@ -44,29 +63,65 @@ ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
     GOMODCACHE=/cache/mod \
     SANDBOX_BASE_DIR=/app
 
+# --- seed: the build cache a pod starts from -------------------------------
+# The packages the local backend's seed holds too (pkg/goruntime/local,
+# seed.go): what go run of a hello world compiles, about 45 common standard
+# packages (seed/main.go), what go test, go test -cover and go vet of a
+# small module compile, and go tool test2json, so a pod's first hello world
+# links in ~0.5 s instead of compiling for ~6 s. Not all of std: a package
+# outside that list compiles on its first use. Built with the environment
+# above and this toolchain at this path, so the cache keys match what
+# commands in the pod compute (the keys do not depend on the user).
+FROM go AS seed
+COPY pkg/goruntime/local/_seed/ /tmp/seedsrc/
+RUN cd /tmp/seedsrc/hello && go run main.go \
+ && cd /tmp/seedsrc/seed && go mod init seed \
+ && go build -o /dev/null . \
+ && go test -count=1 -short . \
+ && go test -count=1 -short -cover . \
+ && go vet . \
+ && go tool test2json </dev/null \
+ && go clean -testcache
+
+# --- build: the server, static ---------------------------------------------
+FROM golang:${GO_VERSION}-${DEBIAN} AS build
+WORKDIR /src
+ENV CGO_ENABLED=0 GOTOOLCHAIN=local
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# The compile cache survives between builds (BuildKit and buildah keep
+# cache mounts on the build host), so a source edit recompiles only the
+# packages it touched.
+RUN --mount=type=cache,target=/root/.cache/go-build \
+    go build -trimpath -ldflags="-s -w" -o /out/sandbox-server ./cmd/sandbox-server
+
+# --- runtime ---------------------------------------------------------------
+FROM go AS runtime
+# No git: the go command fetches modules through GOPROXY (the default
+# https://proxy.golang.org, or the one set in the pod), which needs only
+# the CA bundle. What needs git fails with the go command's own error
+# (`exec: "git": executable file not found in $PATH`): a module the proxy
+# does not serve (GOPROXY=direct, GOPRIVATE/GONOPROXY patterns, the
+# ",direct" fallback after a 404) and git commands a program runs. VCS
+# stamping (-buildvcs=auto, the default) is skipped without git. git with
+# its perl is ~100 MB; an image that needs it installs it on top
+# (docs/kubernetes.md). tar and coreutils (timeout: the agent-sandbox
+# backend wraps commands in it) are in the Debian base.
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+
 RUN groupadd --gid 1000 gopher \
  && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/gopher --shell /bin/sh gopher \
  && mkdir -p /app /cache \
  && chown 1000:1000 /app /cache
 
-USER 1000:1000
-# Prebuild the standard library (and what go vet and go test of a small
-# module need) into the build cache, so a pod's first hello world links in
-# ~0.5 s instead of compiling for ~6 s. Done as UID 1000 with the env above,
-# so the cache keys match what commands in the pod compute.
-RUN mkdir /tmp/seed && cd /tmp/seed \
- && printf 'module seed\n\ngo 1.26\n' > go.mod \
- && printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello") }\n' > main.go \
- && printf 'package main\n\nimport "testing"\n\nfunc TestSeed(t *testing.T) {}\n' > main_test.go \
- && go build std \
- && go build -o /dev/null . && go vet . && go test . \
- && go clean -testcache \
- && cd / && rm -rf /tmp/seed
+COPY --from=seed --chown=1000:1000 /cache/ /cache/
 
 # Last, so a change to the server's source rebuilds only this layer, not
 # the toolchain and the seeded cache above.
 COPY --from=build /out/sandbox-server /usr/local/bin/sandbox-server
 
+USER 1000:1000
 WORKDIR /app
 EXPOSE 8888 9090 9091
 ENTRYPOINT ["/usr/local/bin/sandbox-server"]

@@ -151,11 +151,11 @@ build_router() {
 
 # --- runtime (the Dockerfile) ----------------------------------------------
 # context_files lists what `COPY . .` can see: tracked and untracked files
-# minus what .dockerignore drops (approximated: more files only means a
-# rebuild that was not needed).
+# minus what .dockerignore drops, plus its exception (the seed programs;
+# approximated: more files only means a rebuild that was not needed).
 context_files() {
 	git -C "$repo" ls-files -co --exclude-standard |
-		grep -v -E '^(\.git|\.cache|\.ci|bin|docs|manifests|scripts|test)/|_test\.go$|(^|/)testdata/|\.test$|\.out$' |
+		awk '/^pkg\/goruntime\/local\/_seed\// || !/^(\.git|\.cache|\.ci|bin|docs|manifests|scripts|test)\/|_test\.go$|(^|\/)testdata\/|\.test$|\.out$/' |
 		LC_ALL=C sort
 }
 
@@ -170,7 +170,7 @@ build_runtime() {
 	tar="$images/runtime-$key.tar"
 	if [[ ! -f $tar ]]; then
 		start=$(date +%s)
-		log "buildah bud of $repo/Dockerfile (cold: ~5 min; after a source edit: ~1.5 min)"
+		log "buildah bud of $repo/Dockerfile (cold: 5-12 min; after a source edit: ~1 min)"
 		"${bah[@]}" bud --pull=never --network host --layers --isolation oci \
 			--signature-policy "$policy" -f "$repo/Dockerfile" -t "$ref" "$repo" >"$store/bud.log" 2>&1 ||
 			{ log "buildah bud failed; see $store/bud.log"; tail -30 "$store/bud.log" >&2; exit 1; }
@@ -179,7 +179,7 @@ build_runtime() {
 		# The uncompressed layers, as the archive holds them.
 		du -m "$tar" | cut -f1 >"$tar.mb"
 		echo "$built" >"$tar.seconds"
-		# Keep the newest few runtime tars; each is ~800 MB.
+		# Keep the newest few runtime tars; each is ~400 MB.
 		find "$images" -maxdepth 1 -name 'runtime-*.tar' -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- |
 			while read -r old; do rm -f "$old" "$old.seconds" "$old.mb"; done
 		log "runtime image $ref built in $built s ($(cat "$tar.mb") MB)"

@@ -1,107 +1,28 @@
 package local
 
-// seedMain and seedTest are the programs built to fill the seed.
-const (
-	seedMod  = "module seed\n\ngo 1.24\n"
-	seedMain = `package main
+import _ "embed" // the seed programs
 
-import (
-	"bufio"
-	"bytes"
-	"cmp"
-	"container/heap"
-	"container/list"
-	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/csv"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"iter"
-	"log"
-	"log/slog"
-	"maps"
-	"math"
-	"math/big"
-	mrand "math/rand"
-	rand2 "math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
-	"text/template"
-	"time"
-	"unicode"
-	"unicode/utf8"
-)
+// The programs built to fill the seed live in _seed (a directory the go
+// command ignores, so they are not part of this module's packages). The
+// Dockerfile builds the same programs into the runtime image's /cache, so
+// a pod and a local sandbox start from the same prebuilt packages: change
+// them here and both seeds follow.
+const seedMod = "module seed\n\ngo 1.24\n"
 
-var _ = []any{bufio.NewReader, bytes.NewReader, cmp.Compare[int], heap.Init, list.New,
-	context.Background, md5.New, rand.Read, sha256.New, base64.StdEncoding, csv.NewReader,
-	hex.EncodeToString, json.Marshal, errors.New, flag.Parse, io.Copy, iter.Pull[int], log.Println,
-	slog.Info, maps.Keys[map[int]int], math.Abs, big.NewInt, mrand.Intn, rand2.IntN, http.Get,
-	httptest.NewServer, url.Parse, os.Exit, exec.Command, filepath.Join, regexp.MustCompile,
-	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64),
-	tabwriter.NewWriter, template.New, time.Now, unicode.IsLetter, utf8.RuneLen}
-
-func main() { fmt.Println("hello, world") }
-`
-	seedTest = `package main
-
-import "testing"
-
-func TestSeed(t *testing.T) {
-	if testing.Short() {
-		t.Skip()
-	}
-}
-
-func BenchmarkSeed(b *testing.B) {
-	for b.Loop() {
-	}
-}
-`
-	helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
+var (
+	// seedMain imports the standard packages most programs use.
+	//go:embed _seed/seed/main.go
+	seedMain string
+	// seedTest makes go test and go vet compile the testing packages.
+	//go:embed _seed/seed/main_test.go
+	seedTest string
+	// helloMain is what go run of a hello world compiles.
+	//go:embed _seed/hello/main.go
+	helloMain string
 	// raceTest is built with -race (and cgo, which the race detector
 	// needs): the race-instrumented runtime, testing and what most tests
 	// import. Smaller than seedMain: each race package costs a compile.
-	raceTest = `package race
-
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"testing"
-	"time"
-)
-
-var _ = []any{bytes.NewReader, context.Background, json.Marshal, errors.New, fmt.Sprint, os.Exit,
-	slices.Sort[[]int], sort.Ints, strconv.Itoa, strings.Fields, new(sync.Mutex), new(atomic.Int64), time.Now}
-
-func TestSeed(t *testing.T) {}
-`
+	// Local only: the image has neither cgo nor a C compiler.
+	//go:embed _seed/race/race_test.go
+	raceTest string
 )
