@@ -32,6 +32,10 @@ type cgroupLimits struct {
 	MemoryBytes int64
 	Processes   int
 	CPUs        int
+	// Background starts the sandbox at a low CPU weight instead of its
+	// CPUs' worth (see cpuWeightBackgroundV1); cgroup.foreground gives it
+	// the full weight.
+	Background bool
 }
 
 // cgroupCounters are the cgroup's limit-hit counters at one moment.
@@ -115,10 +119,54 @@ func ownCgroups() (map[string]string, error) {
 // slower than the same build on the host. The group holding every sandbox
 // gets the weight of the machine's CPUs, so sandboxes together never
 // outweigh a machine's worth of host tasks.
+//
+// A warm-pool sandbox starts in the background, right after a claim, when
+// the session that claimed is about to run its first command. It starts
+// at a sixteenth of one task's weight, so it takes little CPU time from
+// running sandboxes (on 2 CPUs, a start at full weight made the claiming
+// session's first go build 1.1-1.2x its warm rerun; at this weight
+// 1.0-1.07x: docs/benchmarks.md), and gets its full weight when it is
+// claimed. It competes only with its sibling sandboxes, not with the
+// host's other processes, so a busy host does not starve it.
 const (
 	cpuWeightV1 = 1024 // cgroup v1 cpu.shares of one task (the default)
 	cpuWeightV2 = 100  // cgroup v2 cpu.weight of one task (the default)
+
+	cpuWeightBackgroundV1 = cpuWeightV1 / 16 // cgroup v1 cpu.shares of a sandbox in the warm pool
+	cpuWeightBackgroundV2 = cpuWeightV2 / 16 // cgroup v2 cpu.weight of a sandbox in the warm pool
 )
+
+// cpuWeight is the CPU weight of a sandbox allowed cpus CPUs, or of one
+// in the background: cgroup v1 cpu.shares, or v2 cpu.weight.
+func cpuWeight(v2 bool, cpus int, background bool) string {
+	switch {
+	case background && v2:
+		return strconv.Itoa(cpuWeightBackgroundV2)
+	case background:
+		return strconv.Itoa(cpuWeightBackgroundV1)
+	case v2:
+		return strconv.Itoa(min(cpuWeightV2*cpus, 10000))
+	}
+	return strconv.Itoa(cpuWeightV1 * cpus)
+}
+
+// foreground gives a sandbox started in the background (see
+// cgroupLimits.Background) the full CPU weight of cpus CPUs. A cgroup
+// without a CPU controller or limit is left alone.
+func (cg *cgroup) foreground(cpus int) error {
+	if cg.CPU == "" || cpus <= 0 {
+		return nil
+	}
+	file := "cpu.shares"
+	if cg.V2 {
+		file = "cpu.weight"
+	}
+	p := filepath.Join(cg.CPU, file)
+	if err := os.WriteFile(p, []byte(cpuWeight(cg.V2, cpus, false)), 0o644); err != nil {
+		return fmt.Errorf("set CPU weight %s: %w", p, err)
+	}
+	return nil
+}
 
 // newCgroup creates the cgroup for sandbox id with lim applied. Errors
 // name the fix; callers wrap them with ErrUnavailable.
@@ -177,7 +225,7 @@ func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*c
 		writes = append(writes,
 			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), "100000"},
 			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)},
-			[2]string{filepath.Join(cg.CPU, "cpu.shares"), strconv.Itoa(cpuWeightV1 * lim.CPUs)})
+			[2]string{filepath.Join(cg.CPU, "cpu.shares"), cpuWeight(false, lim.CPUs, lim.Background)})
 		// The group of all sandboxes competes with the caller's other
 		// processes as the machine's CPUs' worth of tasks (see cpuWeightV1).
 		_ = os.WriteFile(filepath.Join(filepath.Dir(cg.CPU), "cpu.shares"), []byte(strconv.Itoa(cpuWeightV1*runtime.NumCPU())), 0o644)
@@ -216,7 +264,7 @@ func newCgroupV2(id string, lim cgroupLimits, mnt, own string) (*cgroup, error) 
 	if lim.CPUs > 0 {
 		writes = append(writes,
 			[2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)},
-			[2]string{"cpu.weight", strconv.Itoa(min(cpuWeightV2*lim.CPUs, 10000))})
+			[2]string{"cpu.weight", cpuWeight(true, lim.CPUs, lim.Background)})
 		_ = os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(strconv.Itoa(min(cpuWeightV2*runtime.NumCPU(), 10000))), 0o644)
 	}
 	for _, w := range writes {

@@ -16,7 +16,9 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
-func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
+// open starts a sandbox. A pooled one (for the warm pool) starts at the
+// lowest CPU weight; claiming it gives it the full weight.
+func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error) {
 	seed, err := b.seed(ctx)
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 			b.stopModules(id)
 		}
 	}()
-	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs})
+	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs, Background: pooled})
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
@@ -121,7 +123,14 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	}
 
 	s := &Sandbox{b: b, l: l, cl: newClient(l.socket()), lifeline: lifeW, exited: exited}
-	if err := s.waitReady(ctx, exited); err != nil {
+	// A pool start runs at a low CPU weight (cgroupLimits.Background):
+	// under contention it may take longer than an Open's start would, and
+	// is bounded by the pool's own poolStartTime (ctx) instead.
+	ready := b.opts.StartTimeout
+	if pooled {
+		ready = poolStartTime
+	}
+	if err := s.waitReady(ctx, exited, ready); err != nil {
 		s.cl.close()
 		return fail(err)
 	}
@@ -144,10 +153,10 @@ func (b *Backend) open(ctx context.Context) (_ *Sandbox, err error) {
 	return s, nil
 }
 
-// waitReady polls the server until it answers, bubblewrap exits, or the
-// start timeout passes.
-func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, s.b.opts.StartTimeout)
+// waitReady polls the server until it answers, bubblewrap exits, or
+// timeout passes.
+func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := time.Millisecond
 	for {
@@ -173,7 +182,7 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}) error {
 				hint = " (is local.ServeIfChild() the first call in main?)"
 			}
 			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
-				s.b.opts.StartTimeout, hint, tail(s.l.log(), 1500), ctx.Err())
+				timeout, hint, tail(s.l.log(), 1500), ctx.Err())
 		case <-time.After(delay):
 		}
 		if delay < 10*time.Millisecond {

@@ -65,7 +65,7 @@ func (p *warmPool) claim() *Sandbox {
 		s := p.ready[0]
 		p.ready = p.ready[1:]
 		p.mu.Unlock()
-		if s.check() == nil && s.serverState() == "running" {
+		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.foreground(s.b.opts.CPUs) == nil {
 			return s
 		}
 		go func() { _ = s.Close(context.Background()) }()
@@ -134,7 +134,7 @@ func (p *warmPool) fill(ctx context.Context) {
 func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
 	sctx, cancel := context.WithTimeout(ctx, poolStartTime)
 	defer cancel()
-	s, err := p.b.open(sctx)
+	s, err := p.b.open(sctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil
 	}
-	s, err := b.open(ctx)
+	s, err := b.open(ctx, false)
 	if err == nil {
 		b.pool.refill() // the seed is ready now: the pool can fill
 	}
