@@ -137,6 +137,16 @@ func (r *runner) localSection(ctx context.Context) error {
 	return r.concurrentFigure(ctx, b)
 }
 
+// waitPool gives b up to 5 s to refill its warm pool, as it would have
+// between an agent's commands (agents pause to think): the refill after
+// a claim then runs in that pause rather than beside the next timed
+// command, whichever figure that command belongs to.
+func waitPool(b *local.Backend) {
+	for deadline := time.Now().Add(5 * time.Second); b.WarmPoolReady() < local.DefaultWarmPool && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // openFigures times Open (the sandbox ready to serve) with the default
 // warm pool and without one; Close is not timed. Between opens the
 // backend gets up to 5 s to refill its pool, as it would between an
@@ -147,11 +157,6 @@ func (r *runner) openFigures(ctx context.Context, pooled *local.Backend) error {
 		return err
 	}
 	defer unpooled.Close(context.WithoutCancel(ctx))
-	waitPool := func() {
-		for deadline := time.Now().Add(5 * time.Second); pooled.WarmPoolReady() < local.DefaultWarmPool && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	open := func(b *local.Backend) (time.Duration, error) {
 		start := time.Now()
 		sb, err := b.Open(ctx)
@@ -162,7 +167,7 @@ func (r *runner) openFigures(ctx context.Context, pooled *local.Backend) error {
 		return d, sb.Close(ctx)
 	}
 	s, err := interleaved(r.cfg.Rounds*2,
-		func() (time.Duration, error) { waitPool(); return open(pooled) },
+		func() (time.Duration, error) { waitPool(pooled); return open(pooled) },
 		func() (time.Duration, error) { return open(unpooled) })
 	if err != nil {
 		return err
@@ -178,7 +183,8 @@ func (r *runner) openFigures(ctx context.Context, pooled *local.Backend) error {
 // firstWarmFigures times each go command on a small module with new code:
 // as the first command of a fresh session, in a warm session that has run
 // others, and on the bare host. Every sandbox figure includes shipping the
-// files.
+// files. Each timed command starts with the warm pool full (waitPool), so
+// no figure carries the refill that follows a claim.
 func (r *runner) firstWarmFigures(ctx context.Context, b *local.Backend) error {
 	warm, err := goruntime.Open(ctx, b, goruntime.Options{})
 	if err != nil {
@@ -205,6 +211,7 @@ func (r *runner) firstWarmFigures(ctx context.Context, b *local.Backend) error {
 	for round := 0; round < r.cfg.Rounds; round++ {
 		for ci, c := range goCommands {
 			code := round*len(goCommands) + ci
+			waitPool(b)
 			fresh, err := goruntime.Open(ctx, b, goruntime.Options{})
 			if err != nil {
 				return err
@@ -215,10 +222,12 @@ func (r *runner) firstWarmFigures(ctx context.Context, b *local.Backend) error {
 				return fmt.Errorf("first run: %w", err)
 			}
 			first[c] = append(first[c], d)
+			waitPool(b)
 			if d, err = execOK(ctx, warm, goruntime.Request{Files: files(smallModule(2000 + code)), Command: c}); err != nil {
 				return fmt.Errorf("warm run: %w", err)
 			}
 			warmRuns[c] = append(warmRuns[c], d)
+			waitPool(b)
 			if err := writeModule(host, smallModule(3000+code)); err != nil {
 				return err
 			}

@@ -123,10 +123,8 @@ func ownCgroups() (map[string]string, error) {
 // A warm-pool sandbox starts in the background, right after a claim, when
 // the session that claimed is about to run its first command. It starts
 // at a sixteenth of one task's weight, so it takes little CPU time from
-// running sandboxes (on 2 CPUs, a start at full weight made the claiming
-// session's first go build 1.1-1.2x its warm rerun; at this weight
-// 1.0-1.07x: docs/benchmarks.md), and gets its full weight when it is
-// claimed. It competes only with its sibling sandboxes, not with the
+// running sandboxes, and gets its full weight when it is claimed. (The
+// refill also waits for the claiming session's first commands: pool.go.) It competes only with its sibling sandboxes, not with the
 // host's other processes, so a busy host does not starve it.
 const (
 	cpuWeightV1 = 1024 // cgroup v1 cpu.shares of one task (the default)

@@ -32,6 +32,8 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	if req.NeedsProcessAPI() || (req.Dir != "" && req.Dir != ".") {
 		return nil, fmt.Errorf("execute in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", s.meta.ID)
 	}
+	s.commandEvent(true)
+	defer s.commandEvent(false)
 	before := s.meta.Cgroup.counters()
 	var resp *wire.ExecuteResponse
 	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {

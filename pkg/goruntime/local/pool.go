@@ -15,7 +15,10 @@ import (
 // are started by the ordinary start path (Backend.open), so they get every
 // isolation layer and limit any sandbox gets, and this process holds their
 // lifeline: they die with it like any other. The pool refills in the
-// background after each claim, one sandbox at a time; a start that fails
+// background after each claim, one sandbox at a time, once the claiming
+// session's first command has ended (at most poolRefillDelay after the
+// claim), so that the start does not run beside that command; a start
+// that fails
 // backs the filler off (poolRetryMin doubling up to poolRetryMax) and never
 // blocks Open, which then starts its sandbox itself. Backend.Close ends the
 // pool and the sandboxes in it.
@@ -26,6 +29,14 @@ const (
 	poolRetryMax  = time.Minute      // longest wait between failed starts
 	poolStartTime = 2 * time.Minute  // bound on one pool start (seed wait included)
 	poolWarmTime  = 30 * time.Second // bound on a pool sandbox's warm-up command
+
+	// poolRefillDelay is the longest the refill after an Open waits for
+	// the opened sandbox's first commands to end and poolRefillQuiet to
+	// pass without another (refillAfter): a start beside a first go build
+	// (even at the pool's low CPU weight, cgroup.go) slowed it on 2
+	// vCPUs. Agents pause between commands; the refill runs then.
+	poolRefillDelay = 2 * time.Second
+	poolRefillQuiet = 100 * time.Millisecond
 )
 
 // poolWarmup runs once in every pool sandbox before it is offered: the
@@ -47,10 +58,62 @@ type warmPool struct {
 	retryAt  time.Time // no start before this after a failure
 	stop     context.CancelFunc
 	filler   sync.WaitGroup
+	done     chan struct{} // closed by close
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
-	return &warmPool{b: b, size: size}
+	return &warmPool{b: b, size: size, done: make(chan struct{})}
+}
+
+// refillAfter refills the pool once s has run its first commands and
+// rested poolRefillQuiet (Session.Execute unpacks the files, then runs
+// the command: two commands back to back), or poolRefillDelay from now,
+// whichever comes first.
+func (p *warmPool) refillAfter(s *Sandbox) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.size <= 0 || p.closed {
+		return
+	}
+	idle := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		running int
+		quiet   *time.Timer
+		once    sync.Once
+	)
+	rested := func() { once.Do(func() { close(idle) }) }
+	s.mu.Lock()
+	s.onCommand = func(start bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if quiet != nil {
+			quiet.Stop()
+		}
+		if start {
+			running++
+			return
+		}
+		if running--; running == 0 {
+			quiet = time.AfterFunc(poolRefillQuiet, rested)
+		}
+	}
+	s.mu.Unlock()
+	p.filler.Add(1)
+	go func() {
+		defer p.filler.Done()
+		t := time.NewTimer(poolRefillDelay)
+		defer t.Stop()
+		select {
+		case <-idle:
+		case <-t.C:
+		case <-p.done:
+		}
+		s.mu.Lock()
+		s.onCommand = nil
+		s.mu.Unlock()
+		p.refill()
+	}()
 }
 
 // claim takes a live sandbox out of the pool, or returns nil. Sandboxes
@@ -162,6 +225,9 @@ func (p *warmPool) readyCount() int {
 // claims find nothing and refills do nothing.
 func (p *warmPool) close(ctx context.Context) error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	if p.stop != nil {
 		p.stop()
@@ -178,16 +244,17 @@ func (p *warmPool) close(ctx context.Context) error {
 }
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
-// ready, else a start. Either way the pool refills in the background.
+// ready, else a start. Either way the pool refills in the background once
+// the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	if s := b.pool.claim(); s != nil {
-		b.pool.refill()
+		b.pool.refillAfter(s)
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil
 	}
 	s, err := b.open(ctx, false)
 	if err == nil {
-		b.pool.refill() // the seed is ready now: the pool can fill
+		b.pool.refillAfter(s) // the seed is ready now: the pool can fill
 	}
 	return s, err
 }

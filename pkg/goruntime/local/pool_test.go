@@ -323,3 +323,59 @@ func TestWarmPoolLimits(t *testing.T) {
 		t.Errorf("GOMEMLIMIT in a pool sandbox: %q, want %s", res.Stdout, want)
 	}
 }
+
+// TestWarmPoolRefillAfterFirstCommand: the refill after a claim waits for
+// the claiming session's first command to end (it would otherwise start a
+// sandbox beside that command), then fills the pool.
+func TestWarmPoolRefillAfterFirstCommand(t *testing.T) {
+	b := newBackend(t, poolOptions(1))
+	waitPool(t, b, 1)
+	s := openSession(t, b)
+	// ours lists the sandboxes this process started, besides s: a pool
+	// start writes its state file before its warm-up command runs.
+	ours := func() []string {
+		var out []string
+		ids, _ := b.List()
+		for _, id := range ids {
+			data, err := os.ReadFile(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json"))
+			var m struct {
+				PID int `json:"pid"`
+			}
+			if id == s.ID() || err != nil || json.Unmarshal(data, &m) != nil {
+				continue
+			}
+			if parentOf(m.PID) == os.Getpid() {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if got := ours(); len(got) != 0 {
+		t.Fatalf("sandboxes %v of this process besides the claimed one, before its first command", got)
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustOK(t, s, goruntime.Request{Command: "sleep 0.7"})
+	}()
+	var during []string
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(20 * time.Millisecond):
+			if during == nil {
+				during = ours()
+			}
+		}
+	}
+	// The refill waits at most 2 s (poolRefillDelay) for the command.
+	if took := time.Since(start); took > 1800*time.Millisecond {
+		t.Skipf("the first command took %v, too close to the refill's 2 s bound to tell the two apart", took)
+	}
+	if len(during) > 0 {
+		t.Errorf("pool started %v while the claimed session's first command ran", during)
+	}
+	waitPool(t, b, 1)
+}

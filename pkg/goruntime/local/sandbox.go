@@ -41,6 +41,21 @@ type Sandbox struct {
 	exited   chan struct{}
 
 	proc processConn // gRPC connection for ExecStream
+
+	// onCommand, when set, is told when a command (Exec, ExecStream)
+	// starts (true) and ends (false): the warm pool holds its refill
+	// until a claimed sandbox's first commands are done (pool.go).
+	onCommand func(start bool)
+}
+
+// commandEvent tells onCommand, if set, that a command started or ended.
+func (s *Sandbox) commandEvent(start bool) {
+	s.mu.Lock()
+	f := s.onCommand
+	s.mu.Unlock()
+	if f != nil {
+		f(start)
+	}
 }
 
 var (

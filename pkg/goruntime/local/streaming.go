@@ -67,6 +67,8 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	s.commandEvent(true)
+	defer s.commandEvent(false)
 	if _, err := os.Stat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
 		return goruntime.ExecWhole(ctx, s, req, onChunk)
 	}
