@@ -317,10 +317,6 @@ func processCases() []diffCase {
 			defer syscall.Kill(child, syscall.SIGKILL)
 			cancel()
 			return fmt.Sprintf("background child gone=%v", goneWithin(child, 3*time.Second))
-		}, known: &known{
-			upstream: "background child gone=false",
-			ours:     "background child gone=true",
-			doc:      "client gone",
 		}},
 		{name: "Execute/deadline passes while a background child runs", run: func(t *testing.T, tg *target) string {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -333,10 +329,6 @@ func processCases() []diffCase {
 			}
 			defer syscall.Kill(child, syscall.SIGKILL)
 			return fmt.Sprintf("%s background child gone=%v", code(err), goneWithin(child, 3*time.Second))
-		}, known: &known{
-			upstream: "code=DeadlineExceeded background child gone=false",
-			ours:     "code=DeadlineExceeded background child gone=true",
-			doc:      "client gone",
 		}},
 		{name: "PTY/size and output", run: func(t *testing.T, tg *target) string {
 			// Upstream sizes the PTY only after the child has started, so a
