@@ -134,21 +134,7 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 	if b.childMode {
 		a = append(a, "--setenv", childEnv, "1")
 	}
-	// The system, read-only: /usr and the top-level links or directories
-	// that point into it on merged-/usr systems.
-	a = append(a, "--ro-bind", "/usr", "/usr")
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if target, err := os.Readlink(d); err == nil {
-				a = append(a, "--symlink", target, d)
-			}
-		case fi.IsDir():
-			a = append(a, "--ro-bind", d, d)
-		}
-	}
+	a = append(a, systemArgs()...)
 	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
 	if b.opts.Network {
 		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
@@ -215,4 +201,28 @@ func writeEtc(l layout) error {
 		}
 	}
 	return nil
+}
+
+// systemArgs are bubblewrap's arguments for the system, read-only: /usr
+// and the top-level links or directories that point into it on
+// merged-/usr systems. Sandboxes and the protection probes see the host
+// through these alone, never through a recursive bind of "/": that would
+// also copy every mount under it, among them other sandboxes' disks,
+// which their owners unmount at any moment (bubblewrap then fails to
+// remount the vanished one read-only).
+func systemArgs() []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	return a
 }

@@ -154,7 +154,8 @@ func probe(ctx context.Context, bwrap string, ly layers, uid int, cmd ...string)
 	var x extraFiles
 	defer x.close()
 	a := []string{"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}
+		"--cap-drop", "ALL"}
+	a = append(append(a, systemArgs()...), "--proc", "/proc", "--dev", "/dev")
 	prot, err := ly.args(&x)
 	if err != nil {
 		return "", err
