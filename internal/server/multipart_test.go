@@ -37,6 +37,13 @@ func TestFormReaderMatchesMultipartWriter(t *testing.T) {
 					}
 				}
 			}
+			// A delimiter cut short and followed by random bytes can come
+			// out whole (one byte short: 1 in 256). A body whose content
+			// holds its own delimiter is not valid multipart (RFC 2046
+			// 5.1.1), and any parser splits it there; keep it cut short.
+			for bytes.Contains(c, []byte(delim)) {
+				c = bytes.ReplaceAll(c, []byte(delim), []byte(delim[:len(delim)-1]))
+			}
 			h := textproto.MIMEHeader{}
 			h.Set("Content-Disposition", `form-data; name="file"; filename="dir/x.bin"`)
 			w, _ := mw.CreatePart(h)
