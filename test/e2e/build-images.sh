@@ -105,48 +105,42 @@ build_base() {
 	log "base images made in $(($(date +%s) - start)) s"
 }
 
-# --- pause -----------------------------------------------------------------
-build_pause() {
-	local key ref tar start ctr bin
-	key="$( { cat "$here/images/pause/main.go"; go env GOVERSION; } | sha256sum | cut -c1-12)"
-	ref="localhost/go-runtime-sandbox-e2e/pause:$key"
-	tar="$images/pause-$key.tar"
+# scratch_image NAME BIN REF TAR USER: an image of the one static binary
+# BIN on scratch, run as USER, written to TAR unless it is there; prints the
+# image's line.
+scratch_image() {
+	local name="$1" bin="$2" ref="$3" tar="$4" user="$5" start ctr
 	if [[ ! -f $tar ]]; then
 		start=$(date +%s)
-		bin="$store/.pause-$$"
-		(cd "$repo" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$bin" ./test/e2e/images/pause)
 		ctr="$("${bah[@]}" from scratch)"
-		"${bah[@]}" copy --quiet "$ctr" "$bin" /pause >/dev/null
-		rm -f "$bin"
-		"${bah[@]}" config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
+		"${bah[@]}" copy --quiet "$ctr" "$bin" "/$name" >/dev/null
+		"${bah[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
 		"${bah[@]}" commit --quiet "$ctr" "$ref" >/dev/null
 		"${bah[@]}" rm "$ctr" >/dev/null
 		export_image "$ref" "$tar"
 		echo "$(($(date +%s) - start))" >"$tar.seconds"
-		log "pause image $ref built"
+		log "$name image $ref built"
 	fi
-	echo "pause $tar $ref $(cat "$tar.seconds") $(du -m "$tar" | cut -f1)"
+	echo "${name#sandbox-} $tar $ref $(cat "$tar.seconds") $(du -m "$tar" | cut -f1)"
+}
+
+# --- pause -----------------------------------------------------------------
+build_pause() {
+	local key tar bin
+	key="$( { cat "$here/images/pause/main.go"; go env GOVERSION; } | sha256sum | cut -c1-12)"
+	tar="$images/pause-$key.tar"
+	bin="$store/.pause-$$"
+	[[ -f $tar ]] || (cd "$repo" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$bin" ./test/e2e/images/pause)
+	scratch_image pause "$bin" "localhost/go-runtime-sandbox-e2e/pause:$key" "$tar" 65535:65535
+	rm -f "$bin"
 }
 
 # --- router ----------------------------------------------------------------
+# The tag manifests/router names; the binary is the v1.0.3 module's.
 build_router() {
-	local key ref tar start ctr
+	local key
 	key="$(sha256sum <"$router_bin" | cut -c1-12)"
-	# The tag manifests/router names; the binary is the v1.0.3 module's.
-	ref="docker.io/library/sandbox-router-go:v1.0.3"
-	tar="$images/router-$key.tar"
-	if [[ ! -f $tar ]]; then
-		start=$(date +%s)
-		ctr="$("${bah[@]}" from scratch)"
-		"${bah[@]}" copy --quiet "$ctr" "$router_bin" /sandbox-router >/dev/null
-		"${bah[@]}" config --entrypoint '["/sandbox-router"]' --user 65532:65532 "$ctr"
-		"${bah[@]}" commit --quiet "$ctr" "$ref" >/dev/null
-		"${bah[@]}" rm "$ctr" >/dev/null
-		export_image "$ref" "$tar"
-		echo "$(($(date +%s) - start))" >"$tar.seconds"
-		log "router image $ref built"
-	fi
-	echo "router $tar $ref $(cat "$tar.seconds") $(du -m "$tar" | cut -f1)"
+	scratch_image sandbox-router "$router_bin" docker.io/library/sandbox-router-go:v1.0.3 "$images/router-$key.tar" 65532:65532
 }
 
 # --- runtime (the Dockerfile) ----------------------------------------------
