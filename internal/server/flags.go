@@ -38,6 +38,9 @@ type Flags struct {
 	// proxy's unix socket); both or neither (off). See modrelay.go.
 	ModuleRelayAddr   string
 	ModuleRelaySocket string
+	// OSThreads is --os-threads, SANDBOX_OS_THREADS: OS threads the Go
+	// runtime starts before the server listens and keeps (threads.go).
+	OSThreads int
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -89,6 +92,7 @@ func Defaults() Flags {
 		Reap:            true,
 		ShutdownTimeout: Seconds{D: 10 * time.Second},
 		LogLevel:        "info",
+		OSThreads:       16,
 	}
 }
 
@@ -145,6 +149,15 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.GRPCAddr, "grpc-addr", processapi.EnvGRPCAddr, "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)")
 	str(&f.RESTAddr, "rest-addr", processapi.EnvRESTAddr, "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off")
 	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
+	if v, ok := env("SANDBOX_OS_THREADS"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.envErrs = append(f.envErrs, fmt.Errorf("os-threads=%q (from SANDBOX_OS_THREADS): want an integer", v))
+		} else {
+			f.OSThreads = n
+		}
+	}
+	fs.IntVar(&f.OSThreads, "os-threads", f.OSThreads, "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none"+envNote("SANDBOX_OS_THREADS"))
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 }
 
@@ -211,6 +224,9 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		if sz.v < sz.min || sz.v > math.MaxInt32*int64(64) {
 			return Config{}, Listeners{}, fmt.Errorf("%s=%d (from %s): want an integer number of bytes >= %d", sz.name, sz.v, from(sz.name), sz.min)
 		}
+	}
+	if f.OSThreads < 0 || f.OSThreads > maxOSThreads {
+		return Config{}, Listeners{}, fmt.Errorf("os-threads=%d (from %s): want 0 to %d", f.OSThreads, from("os-threads"), maxOSThreads)
 	}
 	cfg := Config{
 		BaseDir:         f.BaseDir,

@@ -48,6 +48,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return 2
 	}
 	cfg.Environ = os.Environ()
+	reserveOSThreads(f.OSThreads)
 	return Serve(ctx, cfg, ls)
 }
 

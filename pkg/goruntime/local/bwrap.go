@@ -184,6 +184,7 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 		"--grpc-addr", "unix:"+runDir+"/"+grpcSocketName,
 		"--base-dir", appDir,
 		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
+		"--os-threads", strconv.Itoa(serverOSThreads),
 	)
 	return append(a, b.moduleRelayArgs()...), nil
 }

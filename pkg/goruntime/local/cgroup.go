@@ -30,7 +30,7 @@ type cgroup struct {
 // cgroupLimits are what a sandbox's cgroup enforces.
 type cgroupLimits struct {
 	MemoryBytes int64
-	Processes   int
+	Processes   int // pids.max: tasks (processes and threads) at once
 	CPUs        int
 	// Background starts the sandbox at a low CPU weight instead of its
 	// CPUs' worth (see cpuWeightBackgroundV1); cgroup.foreground gives it

@@ -107,7 +107,7 @@ func checkCgroups(o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := newCgroup("check-"+newID(), cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes, CPUs: o.CPUs})
+	cg, err := newCgroup("check-"+newID(), o.cgroupLimits(false))
 	if err != nil {
 		for _, p := range []*Protection{&mem, &pids, &cpu} {
 			p.Status, p.Detail = StatusUnavailable, err.Error()

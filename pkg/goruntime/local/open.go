@@ -51,7 +51,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			b.stopModules(id)
 		}
 	}()
-	cg, err := newCgroup(id, cgroupLimits{MemoryBytes: b.opts.MemoryBytes, Processes: b.opts.Processes, CPUs: b.opts.CPUs, Background: pooled})
+	cg, err := newCgroup(id, b.opts.cgroupLimits(pooled))
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}

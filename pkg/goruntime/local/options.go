@@ -57,8 +57,11 @@ type Options struct {
 	// MinMemoryBytes. GOMEMLIMIT is set to 90% of it.
 	MemoryBytes int64
 
-	// Processes caps the tasks (processes and threads) alive at once in a
-	// sandbox. Default 512, at least MinProcesses.
+	// Processes caps the tasks (processes and threads) a sandbox's
+	// commands have alive at once. The sandbox's own tasks (bubblewrap,
+	// the runtime server and the threads it reserves) come on top, so the
+	// cgroup's pids.max is Processes + 28. Default 512, at least
+	// MinProcesses.
 	Processes int
 
 	// CPUs caps the CPU time a sandbox gets per wall-clock second, in
@@ -178,10 +181,9 @@ const (
 	// process must fit, with room left for the command; below it a sandbox
 	// cannot start its server.
 	MinMemoryBytes = 64 << 20
-	// MinProcesses is the smallest Processes New accepts: the sandbox's
-	// own processes (bubblewrap's init, the lifeline shell and its watcher)
-	// and the runtime server's threads take about a dozen tasks before a
-	// command starts.
+	// MinProcesses is the smallest Processes New accepts: a shell and a
+	// small Go program (the go command alone runs about a dozen threads)
+	// need that many.
 	MinProcesses = 16
 )
 
@@ -195,7 +197,7 @@ func (o Options) validate() error {
 			o.MemoryBytes, o.MemoryBytes>>20, MinMemoryBytes>>20)
 	case o.Processes < MinProcesses:
 		return fmt.Errorf("local backend: process limit %d (Options.Processes, --processes) is below the minimum of %d: "+
-			"the sandbox's own processes and the runtime server's threads take about a dozen tasks", o.Processes, MinProcesses)
+			"a shell and a small Go program need about that many tasks (processes and threads)", o.Processes, MinProcesses)
 	case o.DiskBytes < MinDiskBytes:
 		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, --disk-mb=%d) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
 	case o.DiskInodes < MinDiskInodes:

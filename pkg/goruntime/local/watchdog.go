@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -126,10 +127,10 @@ func (s *Sandbox) probe() error {
 func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 	var why string
 	switch st := s.serverState(); {
-	case errors.Is(cause, errServerWedged):
-		why = fmt.Sprintf("the runtime server stopped answering (its process is %s; a command may have sent it SIGSTOP)", s.serverState())
 	case st == "exited":
-		why = "the runtime server exited (killed by a command, or by the OOM killer)"
+		why = s.exitedWhy()
+	case errors.Is(cause, errServerWedged):
+		why = fmt.Sprintf("the runtime server stopped answering (its process is %s; a command may have sent it SIGSTOP)", st)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return nil
 	default:
@@ -137,7 +138,7 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 			return nil
 		}
 		if s.serverState() == "exited" {
-			why = "the runtime server exited (killed by a command, or by the OOM killer)"
+			why = s.exitedWhy()
 		} else {
 			why = fmt.Sprintf("the runtime server stopped answering (no answer to a readiness probe within %s)", probeTimeout)
 		}
@@ -152,4 +153,43 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 		s.b.opts.Logger.Warn("local sandbox: kill after the server stopped answering", "id", s.meta.ID, "err", kerr)
 	}
 	return gone
+}
+
+// exitedWhy says why a sandbox whose server exited is gone: the Go
+// runtime's own last words from the server's log when it aborted (e.g.
+// "runtime: failed to create new OS thread ...; fatal error: newosproc"),
+// else the usual suspects.
+func (s *Sandbox) exitedWhy() string {
+	if last := runtimeFatal(s.l.log()); last != "" {
+		return "the runtime server exited: " + last
+	}
+	return "the runtime server exited (killed by a command, or by the OOM killer)"
+}
+
+// runtimeFatal returns the lines of a Go runtime abort at the end of the
+// server log at path (at most three of "fatal error: ...", "panic: ...",
+// "runtime/cgo: ...", "runtime: failed ...", "runtime: may need ..."),
+// joined with "; ", or "" when there are none. It reads at most the last
+// MiB.
+func runtimeFatal(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 1 << 20 // a goroutine dump follows the abort lines
+	if fi, err := f.Stat(); err == nil && fi.Size() > tail {
+		_, _ = f.Seek(fi.Size()-tail, io.SeekStart)
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, tail))
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		for _, p := range []string{"fatal error: ", "panic: ", "runtime/cgo: ", "runtime: failed ", "runtime: may need "} {
+			if strings.HasPrefix(line, p) && len(lines) < 3 {
+				lines = append(lines, line)
+			}
+		}
+	}
+	return strings.Join(lines, "; ")
 }

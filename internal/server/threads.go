@@ -1,0 +1,43 @@
+package server
+
+import (
+	"runtime"
+	"sync"
+)
+
+// maxOSThreads bounds --os-threads.
+const maxOSThreads = 1024
+
+// reserveOSThreads makes the Go runtime start n OS threads now, while the
+// sandbox has room for them, and keep them for later.
+//
+// Commands share the sandbox's task limit (a pids cgroup counts threads)
+// with this process. When a command has taken every task, the Go runtime
+// cannot start a thread it needs (clone fails with EAGAIN for longer than
+// its ~200 ms of retries) and aborts with "failed to create new OS
+// thread", so a fork bomb would kill the server instead of costing only
+// the command. The runtime never ends an idle thread, so threads started
+// here serve every later blocking system call: the server runs out only
+// when more than about n calls block at once while the table is full.
+//
+// Each goroutine locks itself to a thread and blocks there, which makes
+// the scheduler start another thread for the next; once all n hold one,
+// they unlock and exit, leaving their threads idle. n <= 0 does nothing.
+func reserveOSThreads(n int) {
+	if n <= 0 {
+		return
+	}
+	var locked sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		locked.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	close(release)
+}
