@@ -329,42 +329,6 @@ func (d disk) usage() (diskUsage, error) {
 	return diskUsage{freeBytes: st.Bavail * uint64(st.Bsize), freeInodes: st.Ffree}, nil
 }
 
-// pruneDisks removes disks no sandbox and no spare marker names and whose
-// image is older than 10 minutes (a younger one may be in the middle of
-// an Open, which touches the image when it claims a disk, or of a refill,
-// in another process). live holds the mount points of live sandboxes'
-// disks.
-func (b *Backend) pruneDisks(live map[string]bool) {
-	entries, err := os.ReadDir(b.disksDir())
-	if err != nil {
-		return
-	}
-	spare := map[string]bool{}
-	if groups, err := os.ReadDir(filepath.Join(b.disksDir(), "spare")); err == nil {
-		for _, g := range groups {
-			group := filepath.Join(b.disksDir(), "spare", g.Name())
-			markers, _ := os.ReadDir(group)
-			for _, m := range markers {
-				if strings.HasSuffix(g.Name(), "-"+diskLayout) {
-					spare[m.Name()] = true
-				} else {
-					_ = os.Remove(filepath.Join(group, m.Name()))
-				}
-			}
-		}
-	}
-	for _, e := range entries {
-		id := strings.TrimSuffix(e.Name(), ".img")
-		if !validID(id) || spare[id] || live[filepath.Join(b.disksDir(), id)] {
-			continue
-		}
-		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < 10*time.Minute {
-			continue
-		}
-		_ = diskByID(b.disksDir(), id).remove()
-	}
-}
-
 // diskNote is the note appended to a command's stderr when it ran the
 // sandbox's disk out of bytes or inodes.
 func (b *Backend) diskNote(u diskUsage) string {

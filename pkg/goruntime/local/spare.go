@@ -129,6 +129,7 @@ func (b *Backend) prune(ctx context.Context) {
 			}
 		}
 	}
+	pruneOrphanDisks()
 	live := map[string]bool{}
 	defer func() { b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
