@@ -136,9 +136,19 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 		return fmt.Errorf("unpack %d files: %w", len(files), err)
 	}
 	if er.ExitCode != 0 {
-		return fmt.Errorf("unpack %d files: tar exited %d: %s", len(files), er.ExitCode, clip.String(er.Stderr, 500))
+		return fmt.Errorf("unpack %d files in the work directory: tar exited %d: %s%s", len(files), er.ExitCode, clip.String(er.Stderr, 500), unpackHint(er.Stderr))
 	}
 	return nil
+}
+
+// unpackHint explains tar's "Cannot open" and "Cannot mkdir" when files
+// were being written: what the sandbox's earlier commands left on a
+// file's path is in the way.
+func unpackHint(stderr string) string {
+	if !strings.Contains(stderr, "Cannot open") && !strings.Contains(stderr, "Cannot mkdir") {
+		return ""
+	}
+	return " (something on the file's path is in the way: a directory there that is a symlink to a place the sandbox cannot write, such as /etc, or a file where the path needs a directory; look with `ls -l`)"
 }
 
 // Reset empties /app and keeps the build and module caches.
