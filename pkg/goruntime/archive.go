@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"path"
 	"time"
 )
@@ -11,19 +12,23 @@ import (
 // Archive packs files into an uncompressed tar archive with regular-file
 // entries only (no links), parents implied. Paths must pass ValidateFiles.
 func Archive(files []File) ([]byte, error) {
-	if err := ValidateFiles(files); err != nil {
+	var buf bytes.Buffer
+	if err := WriteArchive(&buf, files); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	dirs := map[string]bool{}
-	for _, f := range files {
-		p := path.Clean(f.Path)
-		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-		}
+	return buf.Bytes(), nil
+}
+
+// WriteArchive writes the archive Archive returns to w as it goes, so a
+// large upload is never held in memory twice. It checks files with
+// ValidateFiles before writing anything; other errors are w's, wrapped
+// with the file being written.
+func WriteArchive(w io.Writer, files []File) error {
+	if err := ValidateFiles(files); err != nil {
+		return err
 	}
+	tw := tar.NewWriter(w)
+	now := time.Now()
 	for _, f := range files {
 		mode := int64(f.Mode.Perm())
 		if mode == 0 {
@@ -38,14 +43,14 @@ func Archive(files []File) ([]byte, error) {
 			Format:   tar.FormatPAX,
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("archive %s: %w", f.Path, err)
+			return fmt.Errorf("archive %s: %w", f.Path, err)
 		}
 		if _, err := tw.Write(f.Data); err != nil {
-			return nil, fmt.Errorf("archive %s: %w", f.Path, err)
+			return fmt.Errorf("archive %s: %w", f.Path, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return fmt.Errorf("archive: %w", err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }

@@ -1,10 +1,13 @@
 package goruntime_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +86,29 @@ func TestExecuteRefusesBadRequestsUpFront(t *testing.T) {
 	res, err := sess.Execute(ctx, goruntime.Request{Command: "ls -A | wc -l; echo $GOOD", Env: map[string]string{"GOOD": "yes"}})
 	if err != nil || res.Stdout != "0\nyes\n" {
 		t.Fatalf("after refusals: %+v, %v; want an empty /app and GOOD=yes", res, err)
+	}
+}
+
+// TestLargeUploadStreams: the files of a request stream into the sandbox
+// as one tar archive; the archive is never built in memory. 96 MiB of
+// files must cost well under their size in allocations (a built archive
+// costs at least its size, and a doubling buffer about twice that), and
+// arrive whole.
+func TestLargeUploadStreams(t *testing.T) {
+	sess := openLocal(t)
+	const size = 96 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := sess.Execute(context.Background(), goruntime.Request{Files: []goruntime.File{{Path: "big/data.bin", Data: data}}, Command: "wc -c < big/data.bin"})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got != strconv.Itoa(size) {
+		t.Errorf("the file arrived with %s bytes, want %d", got, size)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/4 {
+		t.Errorf("uploading %d MiB allocated %d MiB: the archive was buffered", size>>20, alloc>>20)
 	}
 }
