@@ -40,7 +40,7 @@ type Flags struct {
 	ModuleRelaySocket string
 	// OSThreads is --os-threads, SANDBOX_OS_THREADS: OS threads the Go
 	// runtime starts before the server listens and keeps (threads.go).
-	OSThreads int
+	OSThreads int64
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -110,17 +110,18 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 		}
 		fs.StringVar(p, name, *p, usage+envNote(envName))
 	}
-	bytes := func(p *int64, name, envName, usage string) {
+	integer := func(p *int64, name, envName, unit, usage string) {
 		if v, ok := env(envName); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q (from %s): want an integer number of bytes", name, v, envName))
+				f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q (from %s): want an integer number of %s", name, v, envName, unit))
 			} else {
 				*p = n
 			}
 		}
 		fs.Int64Var(p, name, *p, usage+envNote(envName))
 	}
+	bytes := func(p *int64, name, envName, usage string) { integer(p, name, envName, "bytes", usage) }
 	secs := func(s *Seconds, name, envName, usage string) {
 		s.name, s.def = name, s.D
 		if v, ok := env(envName); ok {
@@ -149,15 +150,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.GRPCAddr, "grpc-addr", processapi.EnvGRPCAddr, "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)")
 	str(&f.RESTAddr, "rest-addr", processapi.EnvRESTAddr, "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off")
 	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
-	if v, ok := env("SANDBOX_OS_THREADS"); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("os-threads=%q (from SANDBOX_OS_THREADS): want an integer", v))
-		} else {
-			f.OSThreads = n
-		}
-	}
-	fs.IntVar(&f.OSThreads, "os-threads", f.OSThreads, "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none"+envNote("SANDBOX_OS_THREADS"))
+	integer(&f.OSThreads, "os-threads", "SANDBOX_OS_THREADS", "threads", "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none")
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 }
 

@@ -23,7 +23,7 @@ const maxOSThreads = 1024
 // Each goroutine locks itself to a thread and blocks there, which makes
 // the scheduler start another thread for the next; once all n hold one,
 // they unlock and exit, leaving their threads idle. n <= 0 does nothing.
-func reserveOSThreads(n int) {
+func reserveOSThreads(n int64) {
 	if n <= 0 {
 		return
 	}
