@@ -66,6 +66,83 @@ func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
 	if len(done) != 1 {
 		t.Errorf("complete seeds: %v, want 1", done)
 	}
+
+	// The extra seed build has started in the background. A Close that
+	// cancels it keeps what it compiled, and the next build of it starts
+	// from there instead of from scratch: a process that never lives as
+	// long as the build still gets it done over several runs.
+	extraBuild := func() int { return countFiles(t, filepath.Join(opts.StateDir, "seed", "build-*-extra*", "gocache")) }
+	deadline := time.Now().Add(2 * time.Minute)
+	for extraBuild() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the extra seed build compiled nothing within 2 minutes")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resume := filepath.Join(opts.StateDir, "seed", "resume-*-extra*")
+	kept := countFiles(t, resume)
+	if kept < 50 {
+		t.Fatalf("after Close cancelled the extra seed build, %d files kept in %s; want what it had compiled", kept, resume)
+	}
+	// A probe only the kept cache holds: the next build must start from
+	// it (its build cache holds the probe), and keep it again when it too
+	// is cancelled.
+	kept1, _ := filepath.Glob(resume)
+	if err := os.WriteFile(filepath.Join(kept1[0], "resume-probe"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 4*time.Second)
+	resumed := make(chan bool, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if m, _ := filepath.Glob(filepath.Join(opts.StateDir, "seed", "build-*-extra*", "gocache", "resume-probe")); len(m) > 0 {
+				resumed <- true
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		resumed <- false
+	}()
+	err = b2.PrepareExtra(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("PrepareExtra finished in 4 s")
+	}
+	if !<-resumed {
+		t.Error("the next extra seed build did not start from the kept build cache")
+	}
+	if err := b2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := countFiles(t, resume); again < kept {
+		t.Errorf("the second, cancelled extra seed build kept %d files, fewer than the %d it started from", again, kept)
+	}
+	if _, err := os.Stat(filepath.Join(kept1[0], "resume-probe")); err != nil {
+		t.Errorf("the second, cancelled build did not keep its cache for the next: %v", err)
+	}
+}
+
+// countFiles counts the regular files in the directories matching pattern.
+func countFiles(t *testing.T, pattern string) int {
+	t.Helper()
+	dirs, _ := filepath.Glob(pattern)
+	n := 0
+	for _, d := range dirs {
+		_ = filepath.WalkDir(d, func(_ string, e fs.DirEntry, err error) error {
+			if err == nil && e.Type().IsRegular() {
+				n++
+			}
+			return nil
+		})
+	}
+	return n
 }
 
 // TestNewRejectsAbsurdLimits: limits a sandbox cannot start under fail in

@@ -115,6 +115,7 @@ func ensureSeedAt(ctx context.Context, state, key, goroot string, env []string, 
 	// directory of it is what a killed process left behind.
 	if stale, _ := filepath.Glob(filepath.Join(root, buildDirPrefix(key)+"*")); len(stale) > 0 {
 		for _, d := range stale {
+			keepForResume(filepath.Join(d, "gocache"), resumeDir(root, key))
 			_ = removeTree(d)
 		}
 	}
@@ -122,6 +123,27 @@ func ensureSeedAt(ctx context.Context, state, key, goroot string, env []string, 
 		return "", fmt.Errorf("build seed Go build cache for %s: %w", goroot, err)
 	}
 	return dir, nil
+}
+
+// resumeDir is where an unfinished seed build of key leaves its build
+// cache, for the next build of key to start from. Without it a process
+// that lives shorter than a build (a demo run, a CLI call: Close cancels
+// the build) would start over every time and never finish; with it each
+// one adds what it compiled. The go command's cache survives a killed
+// build: it checks an entry's index line and its output's size on read,
+// so what a kill left half-written is a miss, not an error.
+func resumeDir(root, key string) string { return filepath.Join(root, "resume-"+key) }
+
+// keepForResume moves the build cache of an unfinished build to resume,
+// unless one is there already (it holds at least as much: builds of a key
+// run one at a time and each starts from it).
+func keepForResume(cache, resume string) {
+	if _, err := os.Stat(resume); err == nil {
+		return
+	}
+	if fi, err := os.Stat(cache); err == nil && fi.IsDir() {
+		_ = os.Rename(cache, resume)
+	}
 }
 
 // buildDirPrefix names the temporary directories a seed build of key
@@ -186,7 +208,25 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	// The same environment the sandbox's go command sees, except for
 	// where the caches and temporary files live (which are not part of
 	// any action ID).
-	if extra {
+	resume := resumeDir(root, filepath.Base(dir))
+	resumed := false
+	if _, err := os.Stat(resume); err == nil {
+		// What an unfinished build of this seed compiled (for the extra
+		// seed: the base seed's entries too).
+		if err := os.Remove(cache); err != nil {
+			return err
+		}
+		if err := os.Rename(resume, cache); err != nil {
+			return fmt.Errorf("resume the seed build: %w", err)
+		}
+		resumed = true
+	}
+	defer func() {
+		if ctx.Err() != nil {
+			keepForResume(cache, resume)
+		}
+	}()
+	if extra && !resumed {
 		// The extra seed starts as the base seed and adds to it.
 		if err := os.Remove(cache); err != nil {
 			return err

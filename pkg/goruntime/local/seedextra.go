@@ -42,11 +42,16 @@ func (b *Backend) buildExtraSeed(base string) {
 	if withExtra(base) != base || !b.extraStarted.CompareAndSwap(false, true) {
 		return
 	}
-	started := b.bg.start(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, seedBuildTimeout)
+	started := b.bg.start(func(bgCtx context.Context) {
+		ctx, cancel := context.WithTimeout(bgCtx, seedBuildTimeout)
 		defer cancel()
 		start := time.Now()
 		dir, err := ensureSeedExtra(ctx, b.opts.StateDir, b.goroot, b.seedEnv())
+		if err != nil && bgCtx.Err() != nil {
+			// Close: what the build compiled is kept for the next one.
+			b.opts.Logger.Debug("local backend: extra seed build cache paused by Close; the next backend resumes it", "after", time.Since(start).Round(time.Second))
+			return
+		}
 		if err != nil {
 			b.opts.Logger.Warn("local backend: extra seed build cache (race, cover) not built; go test -race and -cover compile the standard library on first use",
 				"err", fmt.Errorf("%w (after %s)", err, time.Since(start).Round(time.Second)))
