@@ -152,10 +152,11 @@ func TestStreamableHTTP(t *testing.T) {
 
 // TestStdoutCarriesOnlyProtocol checks that over stdio every line the
 // binary writes to stdout is a JSON-RPC frame, logs included at debug
-// level going to stderr.
+// level going to stderr, and that a message over --max-request-mb gets an
+// error with its id while the session and its sandbox's files go on.
 func TestStdoutCarriesOnlyProtocol(t *testing.T) {
 	requireBwrap(t)
-	cmd := exec.Command(serverBin, "--log-level=debug")
+	cmd := exec.Command(serverBin, "--log-level=debug", "--max-request-mb=1")
 	var stderr logSink
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -196,9 +197,18 @@ func TestStdoutCarriesOnlyProtocol(t *testing.T) {
 	}
 	exchange(1, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
 	exchange(0, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	got := exchange(1, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_go_code","arguments":{"command":"echo hi; echo oops >&2"}}}`)
+	got := exchange(1, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_go_code","arguments":{"command":"echo hi; echo oops >&2; echo kept > kept.txt"}}}`)
 	if !strings.Contains(got[0], `hi\n`) || strings.Contains(got[0], `"isError":true`) {
 		t.Fatalf("tools/call response: %s", got[0])
+	}
+	got = exchange(1, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"run_go_code","arguments":{"command":"true","files":{"big.txt":"`+
+		strings.Repeat("b", 2<<20)+`"}}},"id":3}`)
+	if !strings.HasPrefix(got[0], `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,`) || !strings.Contains(got[0], "--max-request-mb") {
+		t.Fatalf("oversize tools/call response: %s", got[0])
+	}
+	got = exchange(1, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_go_code","arguments":{"command":"cat kept.txt; ls"}}}`)
+	if !strings.Contains(got[0], `"stdout":"kept\nkept.txt\n"`) {
+		t.Fatalf("tools/call after the oversize one: %s", got[0])
 	}
 	stdin.Close()
 	if lines.Scan() {

@@ -71,8 +71,11 @@ type Config struct {
 	// HTTP guards the Streamable HTTP endpoint: allowed browser origins
 	// and the optional bearer token (internal/frontend/mcphttp).
 	HTTP mcphttp.Config
-	// MaxRequestBytes caps one HTTP request body, in bytes (413 past it);
-	// 0 means the go-sdk's default, 4 MiB (Defaults sets 4 MiB).
+	// MaxRequestBytes caps one request, in bytes: an HTTP request body
+	// (413 past it) and a stdio message, one line not counting its
+	// newline (past it the line is dropped unread and a request gets a
+	// JSON-RPC error -32600 with its id; the session goes on). 0 means
+	// the default, 4 MiB.
 	MaxRequestBytes int64
 }
 
@@ -118,7 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.HTTP.AllowedOrigins = append(c.HTTP.AllowedOrigins, strings.TrimSuffix(v, "/"))
 		return nil
 	})
-	fs.Func("max-request-mb", fmt.Sprintf("http: largest request body, MiB (413 past it) (default %d)", c.MaxRequestBytes>>20), func(v string) error {
+	fs.Func("max-request-mb", fmt.Sprintf("largest request, MiB: an HTTP request body (413 past it) or a stdio message line (a JSON-RPC error naming this flag past it; the session goes on). It bounds the files one run_go_code call can carry (default %d)", c.MaxRequestBytes>>20), func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 || n > 1<<20 {
 			return fmt.Errorf("--max-request-mb=%s: must be positive (MiB, at most 1048576)", v)
@@ -159,7 +162,8 @@ func (c Config) Validate() error {
 }
 
 // withDefaults fills what is unset (nil Logger, empty Version, zero
-// durations other than IdleTTL) and validates the result.
+// durations other than IdleTTL, zero MaxRequestBytes) and validates the
+// result.
 func (c Config) withDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, errors.New("mcpserver: Config.Backend is required")
@@ -178,6 +182,9 @@ func (c Config) withDefaults() (Config, error) {
 		if *f.v == 0 {
 			*f.v = *f.def
 		}
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = d.MaxRequestBytes
 	}
 	if err := c.Validate(); err != nil {
 		return c, err

@@ -71,7 +71,9 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // ServeStdio serves one client over r and w (a process's stdin and stdout)
 // until the client hangs up or ctx is done, then ends the sandbox (or
-// leaves it running with Config.Persistent).
+// leaves it running with Config.Persistent). A message (one line) longer
+// than Config.MaxRequestBytes is dropped unread and, when it is a request,
+// answered with a JSON-RPC error carrying its id; the session goes on.
 //
 // With Config.Claim it attaches to that sandbox before serving and returns
 // an error naming the ID (wrapping goruntime.ErrSandboxNotFound when no
@@ -85,7 +87,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 	} else if s.cfg.OpenAtStart {
 		go s.openAtStart(ctx)
 	}
-	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+	err := s.mcp.Run(ctx, s.stdioTransport(r, w))
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
 	defer cancel()
 	cerr := s.Close(cctx)
@@ -93,6 +95,28 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 		return errors.Join(fmt.Errorf("serve stdio: %w", err), cerr)
 	}
 	return cerr
+}
+
+// stdioTransport is the go-sdk's IOTransport over r and w with a
+// frameLimiter in front: a line over Config.MaxRequestBytes is dropped and
+// a request among them answered with an error naming the limit, instead of
+// the go-sdk ending the session. The go-sdk's own cap is set to the same
+// limit (plus the newline, which it counts); it trips only on a message
+// spread over several lines, which the stdio transport forbids.
+func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) *mcp.IOTransport {
+	limit := s.cfg.MaxRequestBytes
+	out := &lockedWriter{w: w}
+	in := newFrameLimiter(r, limit, func(f oversizeFrame) {
+		s.log.Warn("dropped a stdio message over the request size limit (--max-request-mb)",
+			"bytes", f.Bytes, "limit_bytes", limit, "method", f.Method, "id", string(f.ID))
+		if !f.Request || f.ID == nil {
+			return // a notification or a response gets no reply; an unusable id cannot get one
+		}
+		if _, err := out.Write(oversizeReply(f, limit)); err != nil {
+			s.log.Warn("reply to an oversize stdio message", "err", err)
+		}
+	})
+	return &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: int(limit) + 1}
 }
 
 // openAtStart opens the stdio session's sandbox ahead of the first call
