@@ -44,7 +44,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Local.StateDir, "state-dir", "", "local: directory for sandboxes and the seed build cache (default: the user cache dir/go-runtime-sandbox)")
 	fs.BoolVar(&f.Local.Network, "sandbox-network", false, "local: give sandboxes the host's network (default: none; modules only from the module cache)")
 	fs.Int64Var(&f.memoryMB, "memory-mb", local.DefaultMemoryBytes>>20, "local: memory limit of each sandbox, MiB")
-	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, "local: limit on processes and threads alive at once in each sandbox")
+	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, fmt.Sprintf("local: limit on the processes and threads a sandbox's commands have alive at once (the sandbox's own %d tasks come on top)", local.OwnTasks))
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
 	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")

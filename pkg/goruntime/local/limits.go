@@ -11,27 +11,10 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
-// The sandbox's own tasks, which Options.Processes does not count: the pids
-// cgroup of a sandbox allows Processes + ownTasks, so that commands get
-// about Processes tasks and the runtime server has threads when they have
-// taken all of theirs.
-const (
-	// serverOSThreads is the runtime server's --os-threads: the OS threads
-	// it starts before it listens and keeps (internal/server/threads.go),
-	// so that a command filling the task limit cannot stop it from getting
-	// one (the Go runtime aborts when it cannot start a thread it needs).
-	serverOSThreads = 16
-	// ownTasks is the sandbox's own tasks at rest: the server's threads
-	// (serverOSThreads, the runtime's sysmon, template and signal
-	// threads), bubblewrap and its init, the lifeline shell and its
-	// watcher, with a few to spare.
-	ownTasks = serverOSThreads + 12
-)
-
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
 // starts it at the warm pool's CPU weight.
 func (o Options) cgroupLimits(pooled bool) cgroupLimits {
-	return cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + ownTasks, CPUs: o.CPUs, Background: pooled}
+	return cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
 }
 
 // hitFileSize reports whether a finished command ran into the file size

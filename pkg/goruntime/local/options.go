@@ -59,8 +59,8 @@ type Options struct {
 
 	// Processes caps the tasks (processes and threads) a sandbox's
 	// commands have alive at once. The sandbox's own tasks (bubblewrap,
-	// the runtime server and the threads it reserves) come on top, so the
-	// cgroup's pids.max is Processes + 28. Default 512, at least
+	// the runtime server and the threads it reserves) come on top: the
+	// cgroup's pids.max is Processes + OwnTasks. Default 512, at least
 	// MinProcesses.
 	Processes int
 
@@ -185,7 +185,20 @@ const (
 	// small Go program (the go command alone runs about a dozen threads)
 	// need that many.
 	MinProcesses = 16
+	// OwnTasks is the sandbox's own tasks, which Processes does not
+	// count: the runtime server's threads (serverOSThreads it starts up
+	// front, the Go runtime's sysmon, template and signal threads),
+	// bubblewrap and its init, the lifeline shell and its watcher, with a
+	// few to spare. The pids cgroup allows Processes + OwnTasks.
+	OwnTasks = serverOSThreads + 12
 )
+
+// serverOSThreads is the runtime server's --os-threads in a local
+// sandbox: the OS threads it starts before it listens and keeps
+// (internal/server/threads.go), so that a command filling the task limit
+// cannot stop it from getting one (the Go runtime aborts when it cannot
+// start a thread it needs).
+const serverOSThreads = 16
 
 // validate rejects limits a sandbox cannot work under, naming the option
 // (and the flag of internal/frontend/backendflag that sets it).
