@@ -22,22 +22,58 @@ import (
 
 // client speaks the runtime contract (legacy agent-sandbox routes plus our
 // extensions) to one runtime server over its unix socket.
+//
+// The sandbox's commands can replace that socket with a server of their
+// own (sockdial.go), so no answer is trusted to be small: an /execute
+// answer is read up to maxAnswer bytes (both streams at the server's
+// output cap, JSON-encoded, and room for the rest), other JSON answers up
+// to maxSmallAnswer; past that the call fails (errAnswerTooLarge).
 type client struct {
-	http *http.Client
+	http      *http.Client
+	maxAnswer int64
 }
 
-func newClient(socket string) *client {
+// maxSmallAnswer bounds a JSON answer other than /execute's (a listing
+// of the sandbox's largest possible directory fits) and the bodies the
+// client discards.
+const maxSmallAnswer = 64 << 20
+
+// errAnswerTooLarge is wrapped when a server's answer is over its bound.
+var errAnswerTooLarge = errors.New("the runtime server's answer is larger than any it sends (was its socket replaced from inside the sandbox?)")
+
+// newClient returns a client for the server whose socket is at socket,
+// owned by host uid uid, that caps each output stream at outputBytes.
+func newClient(socket string, uid int, outputBytes int64) *client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return dialSandboxSocket(ctx, socket, uid)
 		},
 		MaxIdleConns:        4,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 4,
 	}
-	return &client{http: &http.Client{Transport: tr}}
+	return &client{http: &http.Client{Transport: tr}, maxAnswer: 2*outputBytes + 1<<20}
+}
+
+// bounded returns body limited to n bytes; reading past them fails with
+// an error wrapping errAnswerTooLarge.
+func bounded(body io.ReadCloser, n int64) io.Reader {
+	return &boundedReader{r: http.MaxBytesReader(nil, body, n), n: n}
+}
+
+type boundedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		err = fmt.Errorf("over %d bytes: %w", b.n, errAnswerTooLarge)
+	}
+	return n, err
 }
 
 func (c *client) close() { c.http.CloseIdleConnections() }
@@ -55,7 +91,7 @@ func (c *client) ready(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("readiness: status %s", resp.Status)
 	}
@@ -85,7 +121,7 @@ func (c *client) exec(ctx context.Context, r goruntime.ExecRequest) (*wire.Execu
 		return nil, statusError("execute", resp)
 	}
 	var out wire.ExecuteResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	if err := json.NewDecoder(bounded(resp.Body, c.maxAnswer)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decode execute response: %w", err)
 	}
 	return &out, nil
@@ -118,7 +154,7 @@ func (c *client) upload(ctx context.Context, name string, r io.Reader) error {
 	if resp.StatusCode != http.StatusOK {
 		return statusError("upload "+name, resp)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
 	return nil
 }
 
@@ -186,7 +222,7 @@ func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, erro
 		return nil, statusError("list "+p, resp)
 	}
 	var entries []wire.FileEntry
-	if err := json.NewDecoder(resp.Body).Decode(&entries); err != nil {
+	if err := json.NewDecoder(bounded(resp.Body, maxSmallAnswer)).Decode(&entries); err != nil {
 		return nil, fmt.Errorf("decode list %s: %w", p, err)
 	}
 	out := make([]goruntime.FileInfo, 0, len(entries))

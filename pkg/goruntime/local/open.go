@@ -122,7 +122,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		return fail(fmt.Errorf("release bubblewrap: %w", err))
 	}
 
-	s := &Sandbox{b: b, l: l, cl: newClient(l.socket()), lifeline: lifeW, exited: exited}
+	s := &Sandbox{b: b, l: l, cl: newClient(l.socket(), serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
 	// A pool start runs at a low CPU weight (cgroupLimits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
@@ -216,7 +216,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 			m.ServerAt = st.StartTime
 		}
 	}
-	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket()), keep: keepSet(m.Keep)}
+	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket(), serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.cl.ready(rctx); err != nil {

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 
@@ -30,11 +31,11 @@ type processConn struct {
 	conn *grpc.ClientConn
 }
 
-func (p *processConn) get(addr string) (*grpc.ClientConn, error) {
+func (p *processConn) get(dial func(context.Context) (net.Conn, error)) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil {
-		conn, err := processclient.Dial(addr)
+		conn, err := processclient.DialFunc(dial)
 		if err != nil {
 			return nil, err
 		}
@@ -69,10 +70,12 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
-	if _, err := os.Stat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
+	if _, err := os.Lstat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
 		return goruntime.ExecWhole(ctx, s, req, onChunk)
 	}
-	conn, err := s.proc.get("unix:" + s.l.grpcSocket())
+	conn, err := s.proc.get(func(ctx context.Context) (net.Conn, error) {
+		return dialSandboxSocket(ctx, s.l.grpcSocket(), serverUID(s.meta.HostUID))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
 	}

@@ -1,0 +1,61 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Dialling a sandbox's runtime server. Its sockets live in the sandbox's
+// run directory, which is the sandbox's /run/sandbox: its commands can
+// delete them and put something else there. connect(2) follows symlinks,
+// so a plain dial of the path would let a sandbox point the host (often
+// root) at any unix socket on the host, another sandbox's server among
+// them, and send it the owner's requests and files. So the host opens the
+// path without following a symlink, checks that it holds a socket owned by
+// the sandbox's host uid, and connects through the descriptor it checked
+// (/proc/self/fd/N), never through the path again. A socket the sandbox
+// made itself passes the checks: it can only be the sandbox's own code
+// answering its own owner, whose answers every read bounds (client.go).
+
+// errNotServerSocket is wrapped by dialSandboxSocket when the path is not
+// a socket of the sandbox's.
+var errNotServerSocket = errors.New("not the sandbox's runtime server socket")
+
+// dialSandboxSocket connects to the unix socket at path, which must be a
+// socket (not a symlink to one) owned by uid.
+func dialSandboxSocket(ctx context.Context, path string, uid int) (net.Conn, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotServerSocket)
+	case st.Mode&unix.S_IFMT != unix.S_IFSOCK:
+		return nil, fmt.Errorf("%s is not a socket (mode %#o): %w", path, st.Mode, errNotServerSocket)
+	case int(st.Uid) != uid:
+		return nil, fmt.Errorf("%s belongs to uid %d, not the sandbox's %d: %w", path, st.Uid, uid, errNotServerSocket)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// serverUID is the host uid a sandbox's runtime server runs as: its own
+// host uid, or (0) the caller's.
+func serverUID(hostUID int) int {
+	if hostUID > 0 {
+		return hostUID
+	}
+	return os.Geteuid()
+}
