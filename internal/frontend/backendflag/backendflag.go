@@ -32,6 +32,7 @@ type Flags struct {
 	memoryMB int64
 	warmPool int
 	diskMB   int64
+	fileMB   int64
 	relax    string
 	modules  string
 }
@@ -48,6 +49,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
 	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
+	fs.Int64Var(&f.fileMB, "file-size-mb", local.DefaultFileSizeBytes>>20, "local: largest single file a sandbox's command may write, MiB (RLIMIT_FSIZE; a write past it ends the command with outcome file_size_limit)")
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: seccomp, userns, hostuid, disk (go run ./cmd/sandbox-check shows which this host gives)")
@@ -106,6 +108,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	if f.diskMB <= 0 {
 		return local.Options{}, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
 	}
+	if f.fileMB <= 0 {
+		return local.Options{}, fmt.Errorf("--file-size-mb=%d: must be positive", f.fileMB)
+	}
 	if f.Local.DiskInodes <= 0 {
 		return local.Options{}, fmt.Errorf("--disk-inodes=%d: must be positive", f.Local.DiskInodes)
 	}
@@ -129,6 +134,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 		opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
 	}
 	opts.DiskBytes = f.diskMB << 20
+	opts.FileSizeBytes = f.fileMB << 20
 	opts.Relax = relax
 	return opts, nil
 }

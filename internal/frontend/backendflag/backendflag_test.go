@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
 func parse(t *testing.T, args ...string) *Flags {
@@ -37,5 +39,22 @@ func TestAllowModules(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--allow-modules") {
 			t.Errorf("--allow-modules=%s: %v; want an error naming the flag", bad, err)
 		}
+	}
+}
+
+// TestFileSizeFlag: --file-size-mb sets local.Options.FileSizeBytes
+// (default local.DefaultFileSizeBytes); zero or less is an error naming
+// the flag.
+func TestFileSizeFlag(t *testing.T) {
+	o, err := parse(t).localOptions()
+	if err != nil || o.FileSizeBytes != local.DefaultFileSizeBytes {
+		t.Fatalf("default: %d, %v; want %d", o.FileSizeBytes, err, int64(local.DefaultFileSizeBytes))
+	}
+	o, err = parse(t, "--file-size-mb=64").localOptions()
+	if err != nil || o.FileSizeBytes != 64<<20 {
+		t.Fatalf("--file-size-mb=64: %d, %v", o.FileSizeBytes, err)
+	}
+	if _, err := parse(t, "--file-size-mb=0").localOptions(); err == nil || !strings.Contains(err.Error(), "--file-size-mb") {
+		t.Fatalf("--file-size-mb=0: %v; want an error naming the flag", err)
 	}
 }

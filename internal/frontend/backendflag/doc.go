@@ -2,7 +2,7 @@
 // smoke commands) one spelling of the flags that choose and configure a
 // goruntime backend: --backend=local|agent-sandbox, the local backend's
 // flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus,
-// --local-warm-pool, --disk-mb, --disk-inodes, --relax)
+// --local-warm-pool, --disk-mb, --file-size-mb, --disk-inodes, --relax)
 // and the agent-sandbox backend's connection flags
 // (agentsandbox.Options.RegisterFlags: --warm-pool, --namespace,
 // --api-url, --kubeconfig, ...).

@@ -74,6 +74,9 @@ func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *go
 		}
 		res.Stderr += s.b.limitNote(res.Limit)
 	}
+	if res.Limit == goruntime.LimitFileSize {
+		res.Stderr += s.b.limitNote(res.Limit)
+	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
 			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (--allow-modules=<pattern>, local.Options.AllowModules), "+
@@ -82,9 +85,13 @@ func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *go
 }
 
 // limitNote is the note appended to Stderr of a command that ran into the
-// memory or process limit: which limit, its value and where it is set.
-// Files in /dev/shm count against the memory limit and outlive commands.
+// memory, process or file size limit: which limit, its value and where it
+// is set. Files in /dev/shm count against the memory limit and outlive
+// commands.
 func (b *Backend) limitNote(l goruntime.Limit) string {
+	if l == goruntime.LimitFileSize {
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes, --file-size-mb); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
+	}
 	if l == goruntime.LimitProcesses {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes, --processes); what the command left running was killed.]\n", b.opts.Processes)
 	}

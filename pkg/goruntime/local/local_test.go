@@ -198,6 +198,11 @@ func TestFileSizeLimit(t *testing.T) {
 	if res.Outcome != goruntime.OutcomeFileSizeLimit {
 		t.Errorf("outcome %s (exit %d, stderr %q), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeFileSizeLimit)
 	}
+	// Like the memory, process and disk limits: a note names the limit,
+	// its value and where to raise it.
+	if want := "file size limit was hit: no single file may grow past 1 MiB (Options.FileSizeBytes, --file-size-mb)"; !strings.Contains(res.Stderr, want) {
+		t.Errorf("stderr %q lacks the note %q", res.Stderr, want)
+	}
 	assertLimit(t, s, "head -c 2000000 /dev/zero > big2", goruntime.LimitFileSize)
 	mustOK(t, s, goruntime.Request{Command: "head -c 500000 /dev/zero > small && wc -c < small"})
 }

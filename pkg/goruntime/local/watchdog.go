@@ -40,7 +40,8 @@ var errServerWedged = errors.New("the runtime server stopped answering")
 // sandbox is killed and the error wraps goruntime.ErrSandboxGone, and so
 // does every later call. Errors wrapping a goruntime sentinel the server
 // answered with (ErrNotExist, ErrPathEscape, ErrTooLarge, fs.ErrPermission)
-// pass unchanged.
+// pass unchanged. A call that fails because this Sandbox was closed or
+// disconnected meanwhile (from another goroutine) wraps goruntime.ErrClosed.
 func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn func(context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -60,10 +61,23 @@ func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn f
 	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) || errors.Is(err, fs.ErrPermission) {
 		return err
 	}
+	if s.closedDuring() {
+		// Close (or Disconnect) cut the connection under the call; the
+		// server going away is its doing, not a sign the sandbox died.
+		return fmt.Errorf("%s in local sandbox %s: the sandbox was closed (Close or Disconnect) while the call ran: %w", what, s.meta.ID, goruntime.ErrClosed)
+	}
 	if gone := s.diagnose(ctx, context.Cause(cctx), err); gone != nil {
 		return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, gone)
 	}
 	return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, err)
+}
+
+// closedDuring reports whether Close or Disconnect ran (it waits for a
+// Close in progress to finish).
+func (s *Sandbox) closedDuring() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
 }
 
 // watch cancels a call (cause errServerWedged) when the server process
