@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Disks nobody will remove. A disk is removed by its sandbox's Close, by
-// New's prune of a dead sandbox, or (a spare) when it is claimed. Two kinds
-// escape all three, and both are found here by every New's prune:
+// New's prune of a dead sandbox, or (a spare) when it is claimed. Three
+// kinds escape all three, and all are found here by every New's prune:
+//   - a spare disk of a group no backend claims from (spareDiskDir names
+//     it by seed, size, inodes and layout): of an older layout, or of a
+//     seed that is gone or superseded (claimableSeed): pruneDisks;
 //   - a disk of this state directory that neither a live sandbox nor a
 //     spare marker names (its Open or filler died midway): pruneDisks;
 //   - a disk whose image was deleted while it was mounted, as when a state
@@ -34,13 +38,24 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 		for _, g := range groups {
 			group := filepath.Join(b.disksDir(), "spare", g.Name())
 			markers, _ := os.ReadDir(group)
-			for _, m := range markers {
-				if strings.HasSuffix(g.Name(), "-"+diskLayout) {
+			seed, layout := spareDiskGroup(g.Name())
+			if layout == diskLayout && b.claimableSeed(seed) {
+				for _, m := range markers {
 					spare[m.Name()] = true
-				} else {
-					_ = os.Remove(filepath.Join(group, m.Name()))
+				}
+				continue
+			}
+			// No backend claims from this group: its disks were made by
+			// an older version, or on a seed that is gone or superseded
+			// (the base once the extra seed is complete, an older extra
+			// seed). Removing a marker is the claim (claimSpareDisk), so
+			// the disk is ours to remove.
+			for _, m := range markers {
+				if os.Remove(filepath.Join(group, m.Name())) == nil && validID(m.Name()) {
+					_ = diskByID(b.disksDir(), m.Name()).remove()
 				}
 			}
+			_ = os.Remove(group) // fails if a filler added a marker meanwhile
 		}
 	}
 	for _, e := range entries {
@@ -101,4 +116,47 @@ func orphanDiskMounts(mountinfo, sysBlock string) []string {
 		}
 	}
 	return orphans
+}
+
+// spareDiskGroup splits the name of a spare disk group (spareDiskDir:
+// <seed>-<bytes>-<inodes>-<layout>) into the seed's directory name and the
+// layout; both are "" for a name of another shape.
+func spareDiskGroup(name string) (seed, layout string) {
+	rest := name
+	var fields [3]string
+	for i := 2; i >= 0; i-- {
+		j := strings.LastIndexByte(rest, '-')
+		if j < 0 {
+			return "", ""
+		}
+		rest, fields[i] = rest[:j], rest[j+1:]
+	}
+	for _, n := range fields[:2] {
+		if _, err := strconv.ParseInt(n, 10, 64); err != nil {
+			return "", ""
+		}
+	}
+	return rest, fields[2]
+}
+
+// claimableSeed reports whether spares linked from the seed directory
+// named name (under StateDir/seed) are still claimed: it is complete, and
+// it is what withExtra picks for its base seed (the current extra seed
+// once that is complete, else the base).
+func (b *Backend) claimableSeed(name string) bool {
+	if name == "" || name != filepath.Base(name) {
+		return false
+	}
+	sd := stateDir(b.opts.StateDir)
+	if _, err := os.Stat(filepath.Join(sd.seed(name), ".complete")); err != nil {
+		return false
+	}
+	base := strings.TrimSuffix(name, extraSeedSuffix())
+	if base != name {
+		return true // the current kind of extra seed, complete
+	}
+	if strings.Contains(name, "-extra-") {
+		return false // an extra seed of an older kind
+	}
+	return withExtra(sd.seed(name)) == sd.seed(name)
 }

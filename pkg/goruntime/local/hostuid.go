@@ -41,18 +41,11 @@ type lease struct {
 // allocUID leases a free uid from the configured range to the sandbox in
 // dir. Errors wrap nothing in particular; callers wrap ErrUnavailable.
 func (b *Backend) allocUID(dir string) (int, error) {
-	if err := os.MkdirAll(hostUIDDir, 0o700); err != nil {
-		return 0, fmt.Errorf("create uid lease directory: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(hostUIDDir), "uids.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := lockLeases()
 	if err != nil {
-		return 0, fmt.Errorf("lock uid leases: %w", err)
+		return 0, err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("lock uid leases: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	data, _ := json.Marshal(lease{Dir: dir, Created: time.Now().UTC()})
 	for i := 0; i < b.opts.HostUIDCount; i++ {
 		uid := b.opts.HostUIDBase + i
@@ -71,6 +64,26 @@ func (b *Backend) allocUID(dir string) (int, error) {
 		return uid, nil
 	}
 	return 0, fmt.Errorf("all %d host uids from %d are in use by live sandboxes (raise Options.HostUIDCount)", b.opts.HostUIDCount, b.opts.HostUIDBase)
+}
+
+// lockLeases takes the machine-wide lock on the uid leases (a flock on
+// runRoot/uids.lock), creating hostUIDDir if needed; unlock releases it.
+func lockLeases() (unlock func(), err error) {
+	if err := os.MkdirAll(hostUIDDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create uid lease directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(hostUIDDir), "uids.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock uid leases: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock uid leases: %w", err)
+	}
+	return func() {
+		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+	}, nil
 }
 
 // leaseStale reports whether a lease's sandbox is gone: its directory

@@ -108,7 +108,9 @@ func (b *Backend) trash(dir string) error {
 }
 
 // prune removes what dead sandboxes left behind (their process is gone but
-// Close never ran: the opener crashed or exited) and old trash. Run in the
+// Close never ran: the opener crashed or exited), old trash, spares no
+// backend will claim (of a seed that is gone or superseded) and the host
+// leftovers of sandboxes that no longer exist (leftovers.go). Run in the
 // background by New.
 func (b *Backend) prune(ctx context.Context) {
 	_ = ctx
@@ -118,18 +120,38 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 	}
 	for _, d := range []string{stateDir(b.opts.StateDir).spareRoot()} {
-		// Stale .tmp spares from a filler that died.
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
-			sub, _ := os.ReadDir(filepath.Join(d, e.Name()))
+			group := filepath.Join(d, e.Name())
+			claimable := b.claimableSeed(e.Name())
+			sub, _ := os.ReadDir(group)
 			for _, s := range sub {
-				if info, err := s.Info(); err == nil && strings.HasSuffix(s.Name(), ".tmp") && time.Since(info.ModTime()) > time.Hour {
-					_ = removeTree(filepath.Join(d, e.Name(), s.Name()))
+				p := filepath.Join(group, s.Name())
+				switch info, err := s.Info(); {
+				case err != nil:
+				case strings.HasSuffix(s.Name(), ".tmp"):
+					// From a filler that died (or, if young, still fills).
+					if time.Since(info.ModTime()) > time.Hour {
+						_ = removeTree(p)
+					}
+				case !claimable:
+					// Linked from a seed that is gone or superseded: no
+					// Open claims it. Moving it away is the claim, as in
+					// claimSpare, so a claimer never gets a half-removed one.
+					dst := filepath.Join(stateDir(b.opts.StateDir).trash(), "spare-"+s.Name())
+					if os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(p, dst) == nil {
+						_ = removeTree(dst)
+					}
 				}
+			}
+			if !claimable {
+				_ = os.Remove(group) // fails while a .tmp is in it
 			}
 		}
 	}
 	pruneOrphanDisks()
+	pruneCgroups(b.sandboxes, sandboxGroups())
+	pruneLeases()
 	live := map[string]bool{}
 	defer func() { b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
