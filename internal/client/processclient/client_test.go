@@ -108,3 +108,28 @@ func TestExecServerGone(t *testing.T) {
 		t.Fatalf("err = %v, want ErrSandboxGone", err)
 	}
 }
+
+// TestCloseStdinTwice: EOF for a stdin that is closed already is not an
+// error. The server answers it with Internal "file already closed", as it
+// does when a quick command exited and its pipe closed before the client's
+// EOF arrived (an agent-sandbox e2e flake: "unpack 1 files: ... sandboxd
+// close stdin: ... file already closed").
+func TestCloseStdinTwice(t *testing.T) {
+	_, client := startServer(t, processapi.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := client.Start(ctx, &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"sleep", "2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil || first.GetInit() == nil {
+		t.Fatalf("first event: %v %v", first, err)
+	}
+	pid := first.GetInit().GetProcessId()
+	for i := range 2 {
+		if err := closeStdin(ctx, client, pid); err != nil {
+			t.Fatalf("close stdin, time %d: %v", i+1, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -84,15 +85,21 @@ func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) 
 	return cfg, nil
 }
 
+// closeStdin sends EOF to the process's stdin. A process that is gone
+// (NotFound), or whose stdin is closed already, is fine: sandboxd's server
+// answers Internal "failed to close stdin: close |1: file already closed"
+// when the command exited and its stdin pipe was closed before the
+// registry let go of it, which a quick command (tar of one file) hits.
 func closeStdin(ctx context.Context, client processv1.ProcessServiceClient, pid int32) error {
 	_, err := client.WriteStdin(ctx, &processv1.WriteStdinRequest{
 		ProcessId: pid,
 		Payload:   &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}},
 	})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return rpcError("close stdin", err)
+	if err == nil || status.Code(err) == codes.NotFound ||
+		(status.Code(err) == codes.Internal && strings.Contains(status.Convert(err).Message(), os.ErrClosed.Error())) {
+		return nil
 	}
-	return nil
+	return rpcError("close stdin", err)
 }
 
 // feedStdin copies r to the process's stdin, then closes it. It stops
