@@ -38,7 +38,7 @@ func testDemo(t *testing.T, rt *runtimeTarget, m connMode) {
 	demo := binary(t, "E2E_DEMO", "cmd/demo")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	poolFull(ctx, t, rt)
+	poolReady(ctx, t, rt, 1)
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, demo, append(backendArgs(rt, m), "--flow=all")...)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -97,7 +97,11 @@ func testMCP(t *testing.T, rt *runtimeTarget, m connMode) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			poolFull(ctx, t, rt)
+			need := int32(1)
+			if sc.HTTPOnly {
+				need = 0 // sessions sharing one server: claims at once
+			}
+			poolReady(ctx, t, rt, need)
 			target := stdio
 			if sc.HTTPOnly {
 				if http == nil {
@@ -125,7 +129,7 @@ func testUpstreamSDK(t *testing.T, rt *runtimeTarget, m connMode) {
 	bin := binary(t, "E2E_UPSTREAM_SDK_TEST", "the agent-sandbox SDK's integration test binary")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	poolFull(ctx, t, rt)
+	poolReady(ctx, t, rt, 1)
 	args := []string{"-test.run=^TestIntegration", "-test.v", "-test.count=1",
 		"-warmpool-name=" + agentsandbox.DefaultWarmPool, "-namespace=" + rt.ns}
 	if m.direct {

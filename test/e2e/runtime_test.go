@@ -122,7 +122,7 @@ func activate(t testing.TB, rt *runtimeTarget) {
 	rt.routerURL = "http://" + ip + ":8080"
 	shared.active = rt
 	start := time.Now()
-	n := waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool)
+	n := waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool, 0)
 	t.Logf("%s: warm pool %s/%s has %d ready replicas after %v; router at %s", rt.name, rt.ns, agentsandbox.DefaultWarmPool, n, time.Since(start).Round(time.Millisecond), rt.routerURL)
 }
 
@@ -162,9 +162,9 @@ func waitNoSandboxPods(ctx context.Context, t testing.TB, ns string) {
 	}
 }
 
-// waitPoolReady waits until the warm pool has all its replicas ready and
-// returns how many that is.
-func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string) int32 {
+// waitPoolReady waits until the warm pool has at least n ready replicas
+// (n <= 0: all of them) and returns how many it wants in all.
+func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string, n int32) int32 {
 	t.Helper()
 	ext := extClient(t)
 	var last string
@@ -175,10 +175,14 @@ func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string) int32 {
 			if wp.Spec.Replicas != nil {
 				want = *wp.Spec.Replicas
 			}
-			if want > 0 && wp.Status.ReadyReplicas == want {
+			need := want
+			if n > 0 {
+				need = min(n, want)
+			}
+			if want > 0 && wp.Status.ReadyReplicas >= need {
 				return want
 			}
-			last = fmt.Sprintf("%d of %d ready", wp.Status.ReadyReplicas, want)
+			last = fmt.Sprintf("%d of %d ready, waiting for %d", wp.Status.ReadyReplicas, want, need)
 		} else {
 			last = err.Error()
 		}
@@ -190,16 +194,18 @@ func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string) int32 {
 	}
 }
 
-// poolFull waits until rt's warm pool has all its replicas ready before a
-// flow claims from it. A claim made while the pool is empty gets a pod of
-// its own (a cold start) while the pool refills beside it, and the node's
-// two CPUs fit only three of the template's 500m pods next to the router:
-// a test that claims right after another (the pool refills in 2-20 s)
-// could leave its claim's pod Pending for want of CPU. The flows test the
-// sandboxes, not a starved node, so each starts from a full pool.
-func poolFull(ctx context.Context, t testing.TB, rt *runtimeTarget) {
+// poolReady waits until rt's warm pool has at least n ready sandboxes
+// (n <= 0: a full pool) before a flow claims n at once from it. A claim
+// made while the pool has no ready sandbox gets a pod of its own (a cold
+// start) while the pool refills beside it, and the node's two CPUs fit
+// only three of the template's 500m pods next to the router: such a
+// claim's pod could stay Pending for want of CPU. A claim that takes a
+// ready sandbox starts nothing, so a flow need not wait for the whole
+// pool to refill after the one before it (it did, and that waiting was
+// about a minute of each run).
+func poolReady(ctx context.Context, t testing.TB, rt *runtimeTarget, n int32) {
 	t.Helper()
-	waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool)
+	waitPoolReady(ctx, t, rt.ns, agentsandbox.DefaultWarmPool, n)
 }
 
 // newBackend returns the agent-sandbox backend for rt in the given mode.

@@ -62,7 +62,7 @@ func TestRuntimes(t *testing.T) {
 // openSandbox claims a sandbox from rt's pool and closes it when the test ends.
 func openSandbox(ctx context.Context, t *testing.T, rt *runtimeTarget, m connMode) *agentsandbox.Sandbox {
 	t.Helper()
-	poolFull(ctx, t, rt)
+	poolReady(ctx, t, rt, 1)
 	b := newBackend(ctx, t, rt, m)
 	sb, err := b.Open(ctx)
 	if err != nil {
@@ -316,7 +316,7 @@ func contains(s []string, v string) bool {
 func testReattachCloseDisconnect(t *testing.T, rt *runtimeTarget, m connMode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	poolFull(ctx, t, rt)
+	poolReady(ctx, t, rt, 1)
 	b1 := newBackend(ctx, t, rt, m)
 	sb, err := b1.Open(ctx)
 	if err != nil {
@@ -441,7 +441,7 @@ func BenchmarkClaimReady(b *testing.B) {
 	b.ResetTimer()
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		waitPoolReady(ctx, b, rt.ns, agentsandbox.DefaultWarmPool)
+		waitPoolReady(ctx, b, rt.ns, agentsandbox.DefaultWarmPool, 0)
 		list, err := ext.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)

@@ -19,7 +19,11 @@ import (
 // over a client-go port-forward to the pod's process API) and direct mode
 // (the router's URL for files; commands still port-forwarded), and checks
 // that its first output arrives before it ends.
+//
+// It and TestClaimTTLOwnerKilled run in parallel (after every other test):
+// the TTL test spends half a minute waiting on the controller.
 func TestStreamFirstChunk(t *testing.T) {
+	t.Parallel()
 	rt := runcTarget
 	activate(t, rt)
 	for _, m := range modes {
@@ -53,12 +57,13 @@ func TestStreamFirstChunk(t *testing.T) {
 // TestClaimTTLOwnerKilled: an mcp-server with --claim-ttl opens a claim and
 // is killed with SIGKILL; the controller deletes the claim after its TTL.
 func TestClaimTTLOwnerKilled(t *testing.T) {
+	t.Parallel()
 	server := binary(t, "E2E_MCP_SERVER", "cmd/mcp-server")
 	rt := runcTarget
 	activate(t, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	poolFull(ctx, t, rt)
+	poolReady(ctx, t, rt, 1)
 	label := fmt.Sprintf("ttl-%d", time.Now().UnixNano())
 	ttl := 30 * time.Second
 	cmd := exec.Command(server, append(backendArgs(rt, modes[0]), "--claim-ttl="+ttl.String(), "--labels=e2e-run="+label)...)
