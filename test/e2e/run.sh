@@ -13,7 +13,8 @@
 #      (build-node.sh), the images (build-images.sh: base stand-ins, made
 #      beside the two tool builds; then pause, router, the Dockerfile
 #      unchanged)
-#   3. build this repo's binaries and the test binaries
+#   3. build this repo's binaries and the test binaries (beside the image
+#      build)
 #   4. run the tests inside fresh PID, network and mount namespaces
 #      (netns.sh): nothing of the cluster can reach or change the host's
 #      network, and every process and mount dies with the namespaces
@@ -102,19 +103,29 @@ nodebin="$(bash test/e2e/build-node.sh)"
 t_node=$(($(date +%s) - t0))
 t0=$(date +%s)
 wait "$base_pid" || { echo "e2e: building the base images failed (above)" >&2; exit 1; }
-trap - EXIT
-images="$(bash test/e2e/build-images.sh "$tools/sandbox-router")"
-t_images=$(($(date +%s) - t0))
 
 # --- 3. this repo's binaries and the test binaries ---------------------------
+# Built beside the image build (step 2's last part): buildah spends most of
+# its time writing layers, the Go builds in the linker.
 work="$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")"
-t0=$(date +%s)
 mkdir -p "$work/bin" "$work/logs"
-go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/demo ./cmd/mcp-server
-go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/
 crds="$(cd test/e2e/tools && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds"
-(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox)
-t_build=$(($(date +%s) - t0))
+build_binaries() {
+	local t0
+	t0=$(date +%s)
+	go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/demo ./cmd/mcp-server &&
+		go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/ &&
+		(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox) &&
+		echo "$(($(date +%s) - t0))" >"$work/build-seconds"
+}
+build_binaries >"$work/logs/build.log" 2>&1 &
+build_pid=$!
+trap 'kill "$build_pid" 2>/dev/null; wait "$build_pid" 2>/dev/null; rm -rf "$work"' EXIT
+images="$(bash test/e2e/build-images.sh "$tools/sandbox-router")"
+t_images=$(($(date +%s) - t0))
+wait "$build_pid" || { cat "$work/logs/build.log" >&2; echo "e2e: building the binaries failed (above)" >&2; exit 1; }
+trap - EXIT
+t_build=$(cat "$work/build-seconds")
 
 # --- 4. the run, in its own namespaces ---------------------------------------
 ns_pid=""
@@ -190,7 +201,7 @@ echo "=== e2e timing ==="
 echo "Kubernetes + agent-sandbox tools (build-tools.sh): ${t_tools}s"
 echo "containerd + gVisor (build-node.sh):              ${t_node}s"
 echo "images (build-images.sh; base images beside the tools): ${t_images}s"
-echo "repo and test binaries (go build, go test -c):    ${t_build}s"
+echo "repo and test binaries (go build, go test -c; beside the images): ${t_build}s"
 echo "tests (bring-up, tests, benchmark):               ${t_test}s"
 echo "total:                                            $(($(date +%s) - t_start))s"
 grep -E "^e2e: cluster up in" "$work/go-test.log" || true
