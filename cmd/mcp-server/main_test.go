@@ -480,6 +480,10 @@ func TestReadFileEdgeCases(t *testing.T) {
 	if err != nil || !isErr || strings.Count(txt, "read pw") != 1 || !strings.Contains(txt, "Access denied") {
 		t.Errorf("read_file of a symlink out of /app: %q isError=%v err=%v; want Access denied with \"read pw\" once", txt, isErr, err)
 	}
+	txt, isErr, err = smoke.Tool(ctx, cs, "read_file", map[string]any{"path": "etc/passwd"})
+	if err != nil || !isErr || !strings.HasPrefix(txt, "read etc/passwd: ") || !strings.Contains(txt, "Access denied") {
+		t.Errorf("read_file through a directory symlink out of /app: %q isError=%v err=%v; want Access denied after \"read etc/passwd: \"", txt, isErr, err)
+	}
 	txt, isErr, err = smoke.Tool(ctx, cs, "list_files", map[string]any{"path": "etc"})
 	if err != nil || !isErr || strings.Count(txt, "list etc") != 1 || !strings.Contains(txt, "Access denied") {
 		t.Errorf("list_files of a symlink out of /app: %q isError=%v err=%v; want Access denied with \"list etc\" once", txt, isErr, err)

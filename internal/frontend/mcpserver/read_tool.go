@@ -91,7 +91,8 @@ func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64
 	case errors.Is(err, goruntime.ErrNotExist):
 		return nil, 0, fmt.Errorf("read %s: no such file under /app (list_files shows what is there)", p)
 	case err != nil:
-		return nil, 0, err // the library names the operation and the path
+		// The library's error names the listing of p's directory.
+		return nil, 0, fmt.Errorf("read %s: %w", p, err)
 	}
 	i := slices.IndexFunc(infos, func(fi goruntime.FileInfo) bool { return fi.Name == base })
 	switch {
