@@ -118,10 +118,8 @@ func ExecWhole(ctx context.Context, sb Sandbox, req ExecRequest, onChunk func(Ch
 var errUploadEnded = errors.New("upload ended")
 
 // writeFiles ships files as one tar archive and unpacks it inside the sandbox.
+// execute has checked files with ValidateFiles.
 func (s *Session) writeFiles(ctx context.Context, files []File) error {
-	if err := ValidateFiles(files); err != nil {
-		return err
-	}
 	// The archive streams into the upload: a large one is neither built in
 	// memory first nor copied (fresh memory is slow to touch in a VM: 300
 	// MiB took 4.6 s before a sandbox refused it).
