@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"mime"
 	"net/http"
 	"os"
@@ -110,52 +109,22 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Filename %q names the base directory", name))
 		return
 	}
-	root := s.root.OS()
-	dir, base := path.Split(rel)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "."
-	}
-	if err := root.MkdirAll(dir, 0o755); err != nil {
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-			writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name))
-			return
-		}
-		s.uploadFailed(w, name, err)
+	_, err = s.putFile(rel, part, 0, s.cfg.MaxUploadBytes)
+	var be *bodyError
+	switch {
+	case errors.As(err, &be):
+		s.uploadBodyFailed(w, be.err)
 		return
-	}
-	perm := fs.FileMode(0o644)
-	if fi, err := root.Stat(rel); err == nil {
-		if fi.IsDir() {
-			writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot upload %q: it is a directory", name))
-			return
-		}
-		perm = fi.Mode().Perm()
-	}
-	tmp := path.Join(dir, fmt.Sprintf(".%s.upload-%016x", base, rand.Uint64()))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		s.uploadFailed(w, name, err)
+	case errors.Is(err, errParentNotDir):
+		writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot create directory for %q: a parent is not a directory", name))
 		return
-	}
-	n, readErr, writeErr := copyChunks(f, io.LimitReader(part, s.cfg.MaxUploadBytes+1))
-	if cerr := f.Close(); writeErr == nil {
-		writeErr = cerr
-	}
-	if readErr != nil || writeErr != nil || n > s.cfg.MaxUploadBytes {
-		_ = root.Remove(tmp)
-		switch {
-		case readErr != nil:
-			s.uploadBodyFailed(w, readErr)
-		case writeErr != nil:
-			s.uploadFailed(w, name, writeErr)
-		default:
-			writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes))
-		}
+	case errors.Is(err, errIsDirectory):
+		writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot upload %q: it is a directory", name))
 		return
-	}
-	if err := root.Rename(tmp, rel); err != nil {
-		_ = root.Remove(tmp)
+	case errors.Is(err, errOverLimit):
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("File %q exceeds the upload limit of %d bytes", name, s.cfg.MaxUploadBytes))
+		return
+	case err != nil:
 		s.uploadFailed(w, name, err)
 		return
 	}

@@ -133,7 +133,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.BaseDir, "base-dir", "SANDBOX_BASE_DIR", "directory commands run in and file paths are relative to (created if missing)")
 	secs(&f.ExecTimeout, "exec-timeout", "SANDBOX_EXEC_TIMEOUT_SECONDS", "seconds a command may run before its process group is killed (exit code 124); an invalid value falls back to 300 with a warning")
 	bytes(&f.MaxOutputBytes, "max-output-bytes", "SANDBOX_MAX_OUTPUT_BYTES", "each output stream's share of an /execute response, in JSON-encoded bytes including the truncation marker (minimum 2048)")
-	bytes(&f.MaxUploadBytes, "max-upload-bytes", "SANDBOX_MAX_UPLOAD_BYTES", "largest file /upload accepts; larger gets 413")
+	bytes(&f.MaxUploadBytes, "max-upload-bytes", "SANDBOX_MAX_UPLOAD_BYTES", "largest file /upload accepts, and most file content one /unpack archive carries; larger gets 413")
 	bytes(&f.MaxCommandBytes, "max-command-bytes", "SANDBOX_MAX_COMMAND_BYTES", "largest /execute request body; larger gets 413")
 	str(&f.Home, "home", "SANDBOX_HOME", "HOME for commands when the server's own HOME is unset or not writable (default $TMPDIR/sandbox-home); GOPATH, GOMODCACHE and GOCACHE derive from HOME when unset or not writable")
 	if v, ok := env("SANDBOX_REAP"); ok {

@@ -152,6 +152,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		method, handle = http.MethodPost, s.execute
 	case route == "upload" && !hasRest:
 		method, handle = http.MethodPost, s.upload
+	case route == "unpack" && !hasRest:
+		method, handle = http.MethodPost, s.unpack
 	case route == "download" && hasRest:
 		method, handle = http.MethodGet, s.download
 	case route == "list" && hasRest:

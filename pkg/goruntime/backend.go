@@ -65,6 +65,23 @@ type StreamingSandbox interface {
 	ExecStream(ctx context.Context, req ExecRequest, onChunk func(Chunk)) (*ExecResult, error)
 }
 
+// UnpackingSandbox is implemented by sandboxes whose runtime server
+// unpacks a tar archive itself (POST /unpack, docs/sandbox-server.md), so
+// a Session ships a call's files in one request without starting a tar
+// process in the sandbox.
+type UnpackingSandbox interface {
+	Sandbox
+	// Unpack writes the regular files of the tar archive r (as
+	// WriteArchive makes it) under /app, each file whole, with its mode and
+	// the current time; a symlink at a file's path is replaced, one on a
+	// parent's path is followed only inside /app. Errors wrap
+	// ErrPathEscape, fs.ErrPermission, ErrTooLarge (the files' content is
+	// over the server's upload limit), or errors.ErrUnsupported when the
+	// sandbox's server predates /unpack (upload the archive and unpack it
+	// with tar instead); others name what was in the way.
+	Unpack(ctx context.Context, r io.Reader) error
+}
+
 // Stream names an output stream.
 type Stream string
 

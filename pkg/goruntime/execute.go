@@ -117,27 +117,22 @@ func ExecWhole(ctx context.Context, sb Sandbox, req ExecRequest, onChunk func(Ch
 // errUploadEnded stops an archive writer whose upload returned.
 var errUploadEnded = errors.New("upload ended")
 
-// writeFiles ships files as one tar archive and unpacks it inside the sandbox.
+// writeFiles ships files as one tar archive and unpacks it inside the
+// sandbox: with the server's /unpack when the sandbox has it
+// (UnpackingSandbox), else as an uploaded file that tar unpacks.
 // execute has checked files with ValidateFiles.
 func (s *Session) writeFiles(ctx context.Context, files []File) error {
-	// The archive streams into the upload: a large one is neither built in
-	// memory first nor copied (fresh memory is slow to touch in a VM: 300
-	// MiB took 4.6 s before a sandbox refused it).
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(WriteArchive(pw, files)) }()
-	name := ".goruntime-upload-" + randomHex(8) + ".tar"
-	err := s.sb.WriteFile(ctx, name, pr)
-	pr.CloseWithError(errUploadEnded) // stops the writer if the upload ended early
-	if err != nil {
-		if errors.Is(err, ErrTooLarge) {
-			var total int64
-			for _, f := range files {
-				total += int64(len(f.Data))
-			}
-			return fmt.Errorf("upload %d files: their archive (%d MiB of file data) is over the sandbox's upload limit (the runtime server's --max-upload-bytes, 256 MiB by default); send fewer or smaller files per call: %w",
-				len(files), total>>20, err)
+	if us, ok := s.sb.(UnpackingSandbox); ok && !s.tarUnpack {
+		err := streamArchive(files, func(r io.Reader) error { return us.Unpack(ctx, r) })
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return filesError("unpack", files, err)
 		}
-		return fmt.Errorf("upload %d files: %w", len(files), err)
+		s.tarUnpack = true
+	}
+	name := ".goruntime-upload-" + randomHex(8) + ".tar"
+	err := streamArchive(files, func(r io.Reader) error { return s.sb.WriteFile(ctx, name, r) })
+	if err != nil {
+		return filesError("upload", files, err)
 	}
 	// --no-same-owner: files belong to the sandbox user. -m: stamp them now,
 	// so tools that look at mtimes see fresh files.
@@ -150,6 +145,35 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 		return fmt.Errorf("unpack %d files in the work directory: tar exited %d: %s%s", len(files), er.ExitCode, clip.String(er.Stderr, 500), unpackHint(er.Stderr))
 	}
 	return nil
+}
+
+// streamArchive passes send a reader of files' tar archive, written as
+// send reads it: a large one is neither built in memory first nor copied
+// (fresh memory is slow to touch in a VM: 300 MiB took 4.6 s before a
+// sandbox refused it).
+func streamArchive(files []File, send func(io.Reader) error) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(WriteArchive(pw, files)) }()
+	err := send(pr)
+	pr.CloseWithError(errUploadEnded) // stops the writer if send returned early
+	return err
+}
+
+// filesError wraps the error of shipping files (what: "upload" or
+// "unpack"); one over the size limit says by how much and what to do.
+func filesError(what string, files []File, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrTooLarge):
+		var total int64
+		for _, f := range files {
+			total += int64(len(f.Data))
+		}
+		return fmt.Errorf("%s %d files: their archive (%d MiB of file data) is over the sandbox's upload limit (the runtime server's --max-upload-bytes, 256 MiB by default); send fewer or smaller files per call: %w",
+			what, len(files), total>>20, err)
+	}
+	return fmt.Errorf("%s %d files: %w", what, len(files), err)
 }
 
 // unpackHint explains tar's "Cannot open" and "Cannot mkdir" when files

@@ -138,6 +138,9 @@ type Session struct {
 
 	run    sync.Mutex  // serializes Execute and Reset
 	closed atomic.Bool // set by Close or Disconnect
+	// tarUnpack: the sandbox's server answered that it cannot /unpack, so
+	// files go up as one file that tar unpacks. Guarded by run.
+	tarUnpack bool
 }
 
 // Open provisions a new sandbox from b.

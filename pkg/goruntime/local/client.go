@@ -158,6 +158,34 @@ func (c *client) upload(ctx context.Context, name string, r io.Reader) error {
 	return nil
 }
 
+// unpack posts a tar archive to /unpack. A server without the route
+// answers 404 without an error code: errors.ErrUnsupported.
+func (c *client) unpack(ctx context.Context, r io.Reader) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/unpack", r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var m wire.Message
+		if json.Unmarshal(body, &m) != nil || m.Code == "" {
+			return fmt.Errorf("unpack: the runtime server has no /unpack: %w", errors.ErrUnsupported)
+		}
+		return fmt.Errorf("unpack: %s", m.Message)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return statusError("unpack", resp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
+	return nil
+}
+
 func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 	resp, err := c.get(ctx, "/download/", p)
 	if err != nil {

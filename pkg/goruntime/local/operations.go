@@ -72,6 +72,20 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 	})
 }
 
+// Unpack writes the files of a tar archive under /app through the
+// server's /unpack (goruntime.UnpackingSandbox). Errors wrap
+// ErrPathEscape, fs.ErrPermission, ErrTooLarge, or errors.ErrUnsupported
+// when the server predates /unpack (a sandbox reattached from an older
+// version).
+func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.do(ctx, "unpack", 0, func(ctx context.Context) error {
+		return s.cl.unpack(ctx, r)
+	})
+}
+
 // ReadFile returns the content of a file under /app. Errors wrap
 // ErrNotExist, ErrPathEscape (the path leads outside /app) or
 // fs.ErrPermission (the file is inside /app but the sandbox's user may not
