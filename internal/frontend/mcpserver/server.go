@@ -25,6 +25,7 @@ type Server struct {
 	pool *pool
 
 	metrics *metrics
+	calls   *inflight
 }
 
 // protocolVersions are the MCP versions the server speaks: the ones with
@@ -61,7 +62,9 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.metrics = newMetrics(s.pool.openCount)
 	s.pool.metrics = s.metrics
-	s.mcp.AddReceivingMiddleware(s.metrics.middleware)
+	s.calls = newInflight()
+	// Outermost first: metrics see the answer a stopped call gets.
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware)
 	s.addTools()
 	return s, nil
 }
@@ -87,7 +90,7 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 	} else if s.cfg.OpenAtStart {
 		go s.openAtStart(ctx)
 	}
-	err := s.mcp.Run(ctx, s.stdioTransport(r, w))
+	err := s.serveStdio(ctx, r, w)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpenTimeout)
 	defer cancel()
 	cerr := s.Close(cctx)
@@ -97,13 +100,41 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 	return cerr
 }
 
+// serveStdio runs the MCP session over r and w until the client hangs up
+// or ctx is done. When ctx ends first, the tool calls in flight are
+// stopped and answered (shutdownMessage) before the connection closes.
+func (s *Server) serveStdio(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	tr, out := s.stdioTransport(r, w)
+	ss, err := s.mcp.Connect(context.WithoutCancel(ctx), tr, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+	defer cancel()
+	answered := out.responses.Load()
+	if n := s.calls.stopAndWait(dctx); n > 0 {
+		out.waitResponses(dctx, answered+int64(n))
+		s.log.Info("stopping: tool calls in flight were stopped and answered", "calls", n)
+	}
+	_ = ss.Close()
+	<-ended
+	return nil
+}
+
 // stdioTransport is the go-sdk's IOTransport over r and w with a
 // frameLimiter in front: a line over Config.MaxRequestBytes is dropped and
 // a request among them answered with an error naming the limit, instead of
 // the go-sdk ending the session. The go-sdk's own cap is set to the same
 // limit (plus the newline, which it counts); it trips only on a message
 // spread over several lines, which the stdio transport forbids.
-func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) *mcp.IOTransport {
+func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTransport, *lockedWriter) {
 	limit := s.cfg.MaxRequestBytes
 	out := &lockedWriter{w: w}
 	in := newFrameLimiter(r, limit, func(f oversizeFrame) {
@@ -116,7 +147,7 @@ func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) *mcp.IOTransp
 			s.log.Warn("reply to an oversize stdio message", "err", err)
 		}
 	})
-	return &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: int(limit) + 1}
+	return &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: int(limit) + 1}, out
 }
 
 // openAtStart opens the stdio session's sandbox ahead of the first call
@@ -197,6 +228,8 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// Tool calls in flight are stopped and answered before their sessions end.
+	s.calls.stopAndWait(sctx)
 	// Shutdown waits for open SSE streams; end MCP sessions first so their
 	// streams close, then the sandboxes.
 	for ss := range s.mcp.Sessions() {

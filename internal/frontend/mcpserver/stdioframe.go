@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -124,14 +125,19 @@ func (f *frameLimiter) drop(err error) {
 // a lockedWriter lets the frameLimiter's replies go to the same stream
 // without splitting the go-sdk's messages.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.WriteCloser
+	mu        sync.Mutex
+	w         io.WriteCloser
+	responses atomic.Int64 // JSON-RPC responses written (isResponse)
 }
 
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.w.Write(p)
+	n, err := w.w.Write(p)
+	if err == nil && isResponse(p) {
+		w.responses.Add(1)
+	}
+	return n, err
 }
 
 func (w *lockedWriter) Close() error { return w.w.Close() }

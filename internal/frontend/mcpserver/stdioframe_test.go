@@ -347,7 +347,7 @@ func TestStdioLimitIsMaxRequestBytes(t *testing.T) {
 	if s.cfg.MaxRequestBytes != 4<<20 {
 		t.Fatalf("MaxRequestBytes %d, want the 4 MiB default", s.cfg.MaxRequestBytes)
 	}
-	tr := s.stdioTransport(io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard})
+	tr, _ := s.stdioTransport(io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard})
 	if tr.MaxLineLength != 4<<20+1 {
 		t.Errorf("go-sdk MaxLineLength %d, want the limit plus the newline", tr.MaxLineLength)
 	}
