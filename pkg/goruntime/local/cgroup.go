@@ -169,27 +169,73 @@ func (cg *cgroup) foreground(cpus int) error {
 // newCgroup creates the cgroup for sandbox id with lim applied. Errors
 // name the fix; callers wrap them with ErrUnavailable.
 func newCgroup(id string, lim cgroupLimits) (*cgroup, error) {
-	v1, v2, err := mountedControllers()
+	l, err := findGroupLayout()
 	if err != nil {
-		return nil, fmt.Errorf("find cgroup mounts: %w", err)
+		return nil, err
+	}
+	if l.v1 != nil {
+		return newCgroupV1(id, lim, l.v1)
+	}
+	return newCgroupV2(id, lim, l.v2Own, l.v2)
+}
+
+// groupLayout is where the sandboxes' cgroups live: one directory,
+// cgroupGroup below the caller's own cgroup, holding a cgroup per sandbox
+// (named by its ID), per v1 hierarchy or in the v2 tree. Exactly one of v1
+// and v2 is set.
+type groupLayout struct {
+	v1    map[string]string // v1 controller (memory, pids, cpu if mounted) -> group directory
+	v2    string            // the v2 group directory
+	v2Own string            // the caller's own v2 cgroup, the group's parent
+}
+
+// findGroupLayout finds the groupLayout of this process: v1 when the
+// memory and pids hierarchies are mounted, else v2.
+func findGroupLayout() (groupLayout, error) {
+	mounts, unified, err := mountedControllers()
+	if err != nil {
+		return groupLayout{}, fmt.Errorf("find cgroup mounts: %w", err)
 	}
 	own, err := ownCgroups()
 	if err != nil {
-		return nil, fmt.Errorf("read own cgroups: %w", err)
+		return groupLayout{}, fmt.Errorf("read own cgroups: %w", err)
 	}
-	if v1["memory"] != "" && v1["pids"] != "" {
-		return newCgroupV1(id, lim, v1, own)
+	if mounts["memory"] != "" && mounts["pids"] != "" {
+		v1 := map[string]string{}
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			if mounts[c] != "" {
+				v1[c] = filepath.Join(mounts[c], own[c], cgroupGroup)
+			}
+		}
+		return groupLayout{v1: v1}, nil
 	}
-	if v2 != "" {
-		return newCgroupV2(id, lim, v2, own[""])
+	if unified != "" {
+		ownDir := filepath.Join(unified, own[""])
+		return groupLayout{v2: filepath.Join(ownDir, cgroupGroup), v2Own: ownDir}, nil
 	}
-	return nil, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
+	return groupLayout{}, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
 }
 
-func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*cgroup, error) {
+// dirs lists the layout's group directories.
+func (l groupLayout) dirs() []string {
+	if l.v1 == nil {
+		return []string{l.v2}
+	}
+	var dirs []string
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if l.v1[c] != "" {
+			dirs = append(dirs, l.v1[c])
+		}
+	}
+	return dirs
+}
+
+// newCgroupV1 creates sandbox id's cgroups in groups (controller -> group
+// directory, see groupLayout).
+func newCgroupV1(id string, lim cgroupLimits, groups map[string]string) (*cgroup, error) {
 	cg := &cgroup{}
 	mk := func(ctrl string) (string, error) {
-		dir := filepath.Join(mounts[ctrl], own[ctrl], cgroupGroup, id)
+		dir := filepath.Join(groups[ctrl], id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", fmt.Errorf("create cgroup v1 %s group %s: %w (the local backend needs write access to the cgroup hierarchies: run as root or delegate %s)", ctrl, dir, err, filepath.Dir(dir))
 		}
@@ -203,7 +249,7 @@ func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*c
 		cg.remove()
 		return nil, err
 	}
-	if mounts["cpu"] != "" {
+	if groups["cpu"] != "" {
 		if cg.CPU, err = mk("cpu"); err != nil {
 			cg.remove()
 			return nil, err
@@ -237,14 +283,15 @@ func newCgroupV1(id string, lim cgroupLimits, mounts, own map[string]string) (*c
 	return cg, nil
 }
 
-func newCgroupV2(id string, lim cgroupLimits, mnt, own string) (*cgroup, error) {
-	parent := filepath.Join(mnt, own, cgroupGroup)
+// newCgroupV2 creates sandbox id's cgroup in parent, the group directory
+// below own (see groupLayout).
+func newCgroupV2(id string, lim cgroupLimits, own, parent string) (*cgroup, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup v2 group %s: %w (run as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes ...)", parent, err)
 	}
 	// Controllers must be enabled in every ancestor's subtree_control; ours
 	// is the last step, the rest is the delegation's job.
-	for _, dir := range []string{filepath.Join(mnt, own), parent} {
+	for _, dir := range []string{own, parent} {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
 			return nil, fmt.Errorf("enable cgroup v2 memory, pids and cpu controllers below %s: %w (the caller's cgroup must be delegated and hold no processes itself; e.g. run under systemd-run --scope -p Delegate=yes)", dir, err)
 		}

@@ -34,30 +34,13 @@ import (
 const leftoverAge = 10 * time.Minute
 
 // sandboxGroups returns the directories that hold one cgroup per sandbox
-// (cgroupGroup below the caller's own cgroup): one per v1 hierarchy
-// (memory, pids, cpu) that newCgroup uses, or the v2 one.
+// (groupLayout), none when they cannot be found.
 func sandboxGroups() []string {
-	v1, v2, err := mountedControllers()
+	l, err := findGroupLayout()
 	if err != nil {
 		return nil
 	}
-	own, err := ownCgroups()
-	if err != nil {
-		return nil
-	}
-	if v1["memory"] != "" && v1["pids"] != "" {
-		var dirs []string
-		for _, c := range []string{"memory", "pids", "cpu"} {
-			if v1[c] != "" {
-				dirs = append(dirs, filepath.Join(v1[c], own[c], cgroupGroup))
-			}
-		}
-		return dirs
-	}
-	if v2 != "" {
-		return []string{filepath.Join(v2, own[""], cgroupGroup)}
-	}
-	return nil
+	return l.dirs()
 }
 
 // pruneCgroups removes the empty cgroups in groups (see sandboxGroups)
