@@ -46,7 +46,8 @@ Runs Go code uploaded at run time inside a sandbox and prints each step:
   ...
   ==> PoC complete
 
-Exits 0 when every step passed; otherwise 1, naming the failed step.
+Exits 0 when every step passed; 1 when a step failed or the sandbox could
+not be had (the message names which); 2 for bad flags or arguments.
 
 Examples:
   demo                                   # both flows, local bubblewrap sandbox

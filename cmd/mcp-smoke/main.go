@@ -44,11 +44,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		timeout   = fs.Duration("scenario-timeout", 5*time.Minute, "time limit of each scenario")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mcp-smoke [flags] [-- mcp-server flags]\n\nScenarios: ")
+		fmt.Fprintf(fs.Output(), `usage: mcp-smoke [flags] [-- mcp-server flags]
+
+Starts a real mcp-server (over stdio, Streamable HTTP or both) and drives
+it with the official MCP go-sdk client through the scenarios below, as an
+agent would; flags after -- go to mcp-server. Prints one line per
+scenario; exits 0 when all passed, 1 when one failed, 2 for bad flags.
+
+Examples:
+  mcp-smoke                                  # every scenario, both transports, local backend
+  mcp-smoke -transport=stdio -run=timeout -v
+  mcp-smoke -- --backend=agent-sandbox --warm-pool=go-runtime-pool --api-url=http://ROUTER:8080
+
+Scenarios:
+`)
 		for _, sc := range smoke.Scenarios() {
-			fmt.Fprintf(fs.Output(), "%s ", sc.Name)
+			fmt.Fprintf(fs.Output(), "  %s\n", sc.Name)
 		}
-		fmt.Fprintf(fs.Output(), "\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

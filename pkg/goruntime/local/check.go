@@ -109,8 +109,12 @@ func checkCgroups(o Options) []Protection {
 	cpu := Protection{Name: ProtCgroupCPU}
 	cg, err := newCgroup("check-"+newID(), o.cgroupLimits(false))
 	if err != nil {
-		for _, p := range []*Protection{&mem, &pids, &cpu} {
+		for i, p := range []*Protection{&mem, &pids, &cpu} {
+			// The first row says why; the others point at it.
 			p.Status, p.Detail = StatusUnavailable, err.Error()
+			if i > 0 {
+				p.Detail = fmt.Sprintf("no cgroup could be made (see %s)", mem.Name)
+			}
 			p.Fix = "run as root, or in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>)"
 		}
 		return []Protection{mem, pids, cpu}

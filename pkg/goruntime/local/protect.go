@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -121,10 +122,11 @@ func (b *Backend) protectionArgs(x *extraFiles) ([]string, error) { return b.lay
 func (b *Backend) setupProtections() error {
 	o := b.opts
 	root := os.Geteuid() == 0
+	var problems []string // every required protection missing, each with its fix
 	if !o.Relax.Seccomp {
 		prog, err := seccomp.Program()
 		if err != nil {
-			return fmt.Errorf("seccomp filter: %v (or relax it: Options.Relax.Seccomp, --relax=seccomp)", err)
+			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp, --relax=seccomp)", err))
 		}
 		b.layers.seccompProg = prog
 	}
@@ -132,9 +134,22 @@ func (b *Backend) setupProtections() error {
 	b.hostUID = root && !o.Relax.HostUID
 	if !o.Relax.DiskQuota {
 		if p := diskQuotaProblem(); p != nil {
-			return fmt.Errorf("disk quota unavailable: %s; fix: %s", p.Detail, p.Fix)
+			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", p.Detail, p.Fix))
 		}
 		b.diskQuota = true
+	}
+	for _, p := range checkCgroups(o) {
+		if p.Required && p.Status == StatusUnavailable {
+			problems = append(problems, fmt.Sprintf("cgroups unavailable: %s; fix: %s", p.Detail, p.Fix))
+			break // the memory and pids rows share one cause
+		}
+	}
+	switch len(problems) {
+	case 0:
+	case 1:
+		return errors.New(problems[0])
+	default:
+		return fmt.Errorf("%d required protections are unavailable (sandbox-check shows them all): %s", len(problems), strings.Join(problems, "; and "))
 	}
 	for _, r := range []struct {
 		relaxed bool
