@@ -30,10 +30,10 @@ var Families = []Family{
 		[]string{"execve", "execveat", "fork", "vfork", "exit", "exit_group", "wait4", "waitid",
 			"set_tid_address", "set_robust_list", "get_robust_list", "rseq", "restart_syscall",
 			"getpid", "getppid", "gettid", "getpgid", "getpgrp", "getsid", "setsid", "setpgid",
-			"prctl", "arch_prctl", "pidfd_open", "pidfd_send_signal"}},
-	{"signals", "signal handling and delivery; kill reaches only the sandbox's own pid namespace",
+			"prctl", "arch_prctl", "pidfd_open"}},
+	{"signals", "signal handling and delivery; kill reaches only the sandbox's own pid namespace (sigqueue and pidfd_send_signal are allowed separately, not for FaultSignals)",
 		[]string{"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend",
-			"rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "signalfd", "signalfd4",
+			"rt_sigtimedwait", "sigaltstack", "signalfd", "signalfd4",
 			"kill", "tkill", "tgkill", "pause", "alarm", "getitimer", "setitimer"}},
 	{"memory", "the Go runtime's and libc's allocators; the memory cgroup bounds the total",
 		[]string{"brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync",
@@ -105,6 +105,32 @@ var SocketDomains = []int{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NET
 // instance ADDR_NO_RANDOMIZE, which disables ASLR) are refused.
 var Personalities = []uint64{0, 0x0008, 0x20000, 0x20008, 0xffffffff}
 
+// FaultSignals are the signals the kernel raises for a faulting
+// instruction. A process may not send one of them with a siginfo of its
+// own making (rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal with
+// an info argument): one whose si_code is not SI_USER or SI_TKILL looks
+// like a real fault to the Go runtime, which crashes, and the runtime
+// server is a Go program that commands may signal (as the sandbox's init
+// it drops every signal sent by kill(2), internal/server/sandboxinit.go;
+// it cannot drop a forged fault). Sending them with kill, tgkill or
+// pidfd_send_signal without info is allowed.
+var FaultSignals = []int{int(unix.SIGILL), int(unix.SIGTRAP), int(unix.SIGBUS), int(unix.SIGFPE),
+	int(unix.SIGSEGV), int(unix.SIGSTKFLT), int(unix.SIGSYS)}
+
+// signalSenders are the calls that send a signal with a caller-made
+// siginfo, and which argument holds the signal number.
+var signalSenders = []struct {
+	name   string
+	sigArg int
+}{{"rt_sigqueueinfo", 1}, {"rt_tgsigqueueinfo", 2}, {"pidfd_send_signal", 1}}
+
+// maxSignal is the highest signal number on Linux (SIGRTMAX).
+const maxSignal = 64
+
+// pidfdInfoArg is pidfd_send_signal's info argument: NULL makes the
+// kernel fill in SI_USER, like kill.
+const pidfdInfoArg = 2
+
 // errnoENOSYS is the action for clone3: "not implemented" makes glibc
 // and the Go runtime fall back to clone, whose flags the filter sees
 // (clone3 passes them in memory, out of a filter's reach).
@@ -133,6 +159,23 @@ func Policy() (bpfseccomp.Policy, error) {
 	for _, p := range Personalities {
 		conditional = append(conditional, bpfseccomp.NameWithConditions{Name: "personality",
 			Conditions: bpfseccomp.ArgumentConditions{{Argument: 0, Operation: bpfseccomp.Equal, Value: p}}})
+	}
+	for _, c := range signalSenders {
+		if _, ok := info.SyscallNames[c.name]; !ok {
+			continue
+		}
+		// The kernel reads the signal as a 32-bit int: without the
+		// bound, a fault signal with high bits set would pass the
+		// 64-bit NotEqual tests below.
+		notFault := bpfseccomp.ArgumentConditions{{Argument: uint32(c.sigArg), Operation: bpfseccomp.LessOrEqual, Value: maxSignal}}
+		for _, sig := range FaultSignals {
+			notFault = append(notFault, bpfseccomp.Condition{Argument: uint32(c.sigArg), Operation: bpfseccomp.NotEqual, Value: uint64(sig)})
+		}
+		conditional = append(conditional, bpfseccomp.NameWithConditions{Name: c.name, Conditions: notFault})
+		if c.name == "pidfd_send_signal" {
+			conditional = append(conditional, bpfseccomp.NameWithConditions{Name: c.name,
+				Conditions: bpfseccomp.ArgumentConditions{{Argument: pidfdInfoArg, Operation: bpfseccomp.Equal, Value: 0}}})
+		}
 	}
 	// clone's flags are its first argument on every architecture Go
 	// supports for this backend except s390x, which the backend does not

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,6 +42,11 @@ type Flags struct {
 	// OSThreads is --os-threads, SANDBOX_OS_THREADS: OS threads the Go
 	// runtime starts before the server listens and keeps (threads.go).
 	OSThreads int64
+	// Init is --init, SANDBOX_INIT: run as a sandbox's init (Config.Init).
+	Init bool
+	// LifelineFD is --lifeline-fd, SANDBOX_LIFELINE_FD: the descriptor of
+	// the lifeline pipe (Config.Lifeline); -1: none.
+	LifelineFD int64
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -93,6 +99,7 @@ func Defaults() Flags {
 		ShutdownTimeout: Seconds{D: 10 * time.Second},
 		LogLevel:        "info",
 		OSThreads:       16,
+		LifelineFD:      -1,
 	}
 }
 
@@ -136,14 +143,17 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	bytes(&f.MaxUploadBytes, "max-upload-bytes", "SANDBOX_MAX_UPLOAD_BYTES", "largest file /upload accepts, and most file content one /unpack archive carries; larger gets 413")
 	bytes(&f.MaxCommandBytes, "max-command-bytes", "SANDBOX_MAX_COMMAND_BYTES", "largest /execute request body; larger gets 413")
 	str(&f.Home, "home", "SANDBOX_HOME", "HOME for commands when the server's own HOME is unset or not writable (default $TMPDIR/sandbox-home); GOPATH, GOMODCACHE and GOCACHE derive from HOME when unset or not writable")
-	if v, ok := env("SANDBOX_REAP"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("reap=%q (from SANDBOX_REAP): want true or false", v))
-		} else {
-			f.Reap = b
+	boolEnv := func(p *bool, name, envName string) {
+		if v, ok := env(envName); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q (from %s): want true or false", name, v, envName))
+			} else {
+				*p = b
+			}
 		}
 	}
+	boolEnv(&f.Reap, "reap", "SANDBOX_REAP")
 	fs.Var((*strictBool)(&f.Reap), "reap", "reap orphaned processes: as PID 1, or else as a child subreaper (PR_SET_CHILD_SUBREAPER)"+envNote("SANDBOX_REAP"))
 	secs(&f.ShutdownTimeout, "shutdown-timeout", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "seconds to wait for in-flight requests after SIGTERM (running commands are killed at once)")
 	str(&f.LogLevel, "log-level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error (JSON lines on stderr)")
@@ -152,6 +162,9 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
 	integer(&f.OSThreads, "os-threads", "SANDBOX_OS_THREADS", "threads", "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none")
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
+	boolEnv(&f.Init, "init", "SANDBOX_INIT")
+	fs.BoolVar(&f.Init, "init", f.Init, "run as the init (PID 1) of a sandbox's pid namespace whose commands share the server's uid: hold and drop every signal a command could send (SIGTERM and SIGINT no longer shut the server down; only SIGKILL from outside the namespace ends it) and make the process not dumpable (no ptrace, /proc/1/mem or /proc/1/environ for commands)"+envNote("SANDBOX_INIT"))
+	integer(&f.LifelineFD, "lifeline-fd", "SANDBOX_LIFELINE_FD", "descriptors", "read end of a pipe held open by the sandbox's owner: when it reaches EOF the server exits at once (as PID 1, ending every process of the sandbox); the line \"detach\" stops the watch; -1: none")
 }
 
 // strictBool is a bool flag that takes its value as a separate argument
@@ -221,7 +234,19 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	if f.OSThreads < 0 || f.OSThreads > maxOSThreads {
 		return Config{}, Listeners{}, fmt.Errorf("os-threads=%d (from %s): want 0 to %d", f.OSThreads, from("os-threads"), maxOSThreads)
 	}
+	if f.LifelineFD < -1 || f.LifelineFD > math.MaxInt32 {
+		return Config{}, Listeners{}, fmt.Errorf("lifeline-fd=%d (from %s): want a descriptor number, or -1 for none", f.LifelineFD, from("lifeline-fd"))
+	}
+	var lifeline *os.File
+	if f.LifelineFD >= 0 {
+		var err error
+		if lifeline, err = openLifeline(int(f.LifelineFD)); err != nil {
+			return Config{}, Listeners{}, fmt.Errorf("%w (from %s)", err, from("lifeline-fd"))
+		}
+	}
 	cfg := Config{
+		Init:            f.Init,
+		Lifeline:        lifeline,
 		BaseDir:         f.BaseDir,
 		ExecTimeout:     f.ExecTimeout.D,
 		MaxOutputBytes:  int(f.MaxOutputBytes),

@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -53,7 +51,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 }
 
 // Serve runs a runtime server for cfg on every listener ls names until ctx
-// is done or the process gets SIGTERM or SIGINT, then kills running
+// is done or the process gets SIGTERM or SIGINT (not with cfg.Init: then
+// only ctx, or the end of cfg.Lifeline, which exits), then kills running
 // commands and drains requests for ls.ShutdownTimeout. It returns the
 // process exit code: 0 after a clean shutdown, 1 when the server cannot
 // start or a listener fails.
@@ -75,7 +74,11 @@ func Serve(ctx context.Context, cfg Config, ls Listeners) int {
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop, err := shutdownSignals(ctx, cfg, log)
+	if err != nil {
+		log.Error("sandbox-server: cannot run as the sandbox's init", "err", err)
+		return 1
+	}
 	defer stop()
 	reapCtx, stopReap := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReap()

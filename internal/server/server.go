@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -43,6 +44,16 @@ type Config struct {
 	Reap bool
 	// Log receives one line per request and per command.
 	Log *slog.Logger
+	// Init runs the server as the init (PID 1) of a sandbox's pid
+	// namespace (--init; see sandboxinit.go): it holds and drops every
+	// catchable signal a command could send it, SIGTERM and SIGINT among
+	// them (Serve then shuts down only when ctx ends), and makes itself
+	// not dumpable. Meant for the process's one Serve.
+	Init bool
+	// Lifeline, when not nil, is the read end of a pipe whose write end
+	// the sandbox's owner holds (--lifeline-fd): EOF exits the process at
+	// once, the line "detach" stops the watch.
+	Lifeline *os.File
 }
 
 // Server serves the runtime contract over HTTP. Create it with New.

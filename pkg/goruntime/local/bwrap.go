@@ -28,18 +28,16 @@ const (
 	shmBytes = 64 << 20
 )
 
-// lifelineScript runs as the sandbox's first process (pid 2, under
-// bubblewrap's init). It starts the server and a watcher that blocks
-// reading fd 3, a pipe whose write end only the opening process holds. EOF
-// (the opener closed the sandbox or died) makes the watcher kill the
-// server; the line "detach" (Disconnect) makes it let go. When the server
-// exits, for whatever reason, this shell exits, and with it bubblewrap's
-// init and every process in the sandbox's pid namespace.
-const lifelineScript = `"$@" 3<&- &
-srv=$!
-{ read -r cmd; [ "$cmd" = detach ] || kill -KILL "$srv"; } <&3 &
-exec 3<&-
-wait "$srv"`
+// lifelineFD is the descriptor, in the sandbox, of the lifeline: the
+// read end of a pipe whose write end only the opening process holds. The
+// server is the sandbox's first process (PID 1 of its pid namespace,
+// bubblewrap's --as-pid-1) and watches it (--lifeline-fd): EOF (the opener
+// closed the sandbox or died) makes the server exit, and with PID 1 the
+// kernel ends every process in the namespace; the line "detach"
+// (Disconnect) makes it let go. As PID 1 in --init mode the server cannot
+// be killed, stopped or traced by the commands it runs
+// (internal/server/sandboxinit.go).
+const lifelineFD = 3
 
 // gateScript runs on the host as the parent of bubblewrap. It waits on fd
 // 4 until the opener has put it in the sandbox's cgroup and set its
@@ -177,9 +175,11 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", appDir,
+		"--as-pid-1",
 		"--",
-		"/bin/sh", "-c", lifelineScript, "sandbox-lifeline",
 		serverBin,
+		"--init",
+		"--lifeline-fd", strconv.Itoa(lifelineFD),
 		"--addr", "unix:"+runDir+"/"+socketName,
 		"--grpc-addr", "unix:"+runDir+"/"+grpcSocketName,
 		"--base-dir", appDir,

@@ -80,8 +80,11 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	defer gateW.Close()
 
 	var x extraFiles
-	x.add(lifeR) // fd 3
-	x.add(gateR) // fd 4
+	if fd := x.add(lifeR); fd != lifelineFD {
+		lifeW.Close()
+		return nil, fmt.Errorf("local backend: lifeline is fd %d, want %d", fd, lifelineFD)
+	}
+	x.add(gateR) // fd 4, read by the gate and closed before bubblewrap runs
 	defer x.close()
 	bargs, err := b.bwrapArgs(l, &x)
 	if err != nil {

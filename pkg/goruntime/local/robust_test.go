@@ -211,14 +211,37 @@ func assertGone(t *testing.T, ctx context.Context, what string, err error, why s
 	}
 }
 
-// TestStoppedServerReportedGone: a command that stops the runtime server
-// (SIGSTOP; commands run as its uid) makes that call, and every later one,
-// fail with ErrSandboxGone instead of hanging until the caller's deadline.
+// hostSignalServer sends sig to sb's runtime server from the host (outside
+// the sandbox's pid namespace: commands cannot stop or kill the server,
+// which is the namespace's init) after delay, from a goroutine.
+func hostSignalServer(t *testing.T, sb goruntime.Sandbox, sig syscall.Signal, delay time.Duration) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(sb.(*local.Sandbox).Dir(), "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Server int `json:"server_pid"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.Server <= 0 {
+		t.Fatalf("sandbox.json %s: server pid %d, %v", data, m.Server, err)
+	}
+	go func() {
+		time.Sleep(delay)
+		_ = syscall.Kill(m.Server, sig)
+	}()
+}
+
+// TestStoppedServerReportedGone: a runtime server stopped during a call
+// (SIGSTOP, from the host: commands cannot) makes that call, and every
+// later one, fail with ErrSandboxGone instead of hanging until the
+// caller's deadline.
 func TestStoppedServerReportedGone(t *testing.T) {
 	sb := openSandbox(t, newBackend(t, testOptions()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "for p in $(pgrep -x server); do kill -STOP $p; done"})
+	hostSignalServer(t, sb, syscall.SIGSTOP, 300*time.Millisecond)
+	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "sleep 5"})
 	assertGone(t, ctx, "execute", err, "stopped answering")
 	_, err = sb.Exec(ctx, goruntime.ExecRequest{Command: "true"})
 	assertGone(t, ctx, "next execute", err, "stopped answering")
@@ -229,25 +252,25 @@ func TestStoppedServerReportedGone(t *testing.T) {
 	}
 }
 
-// TestKilledServerFirstCallGone: the first call after a command killed
-// every process it could (the server among them) reports ErrSandboxGone,
-// not a raw transport error.
+// TestKilledServerFirstCallGone: the call during which the runtime server
+// died (SIGKILL from the host, or the OOM killer: commands cannot), and
+// the first call after it died between calls, report ErrSandboxGone, not
+// a raw transport error.
 func TestKilledServerFirstCallGone(t *testing.T) {
 	b := newBackend(t, testOptions())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	sb := openSandbox(t, b)
-	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "kill -9 -1"})
-	assertGone(t, ctx, "execute kill -9 -1", err, "runtime server")
+	hostSignalServer(t, sb, syscall.SIGKILL, 300*time.Millisecond)
+	_, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "sleep 5"})
+	assertGone(t, ctx, "execute while the server is killed", err, "runtime server")
 	_, err = sb.List(ctx, ".")
 	assertGone(t, ctx, "list after", err, "runtime server")
 
 	// The server dies between calls: the next call is the first to fail.
 	sb = openSandbox(t, b)
-	if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "(sleep 0.2; kill -9 -1) >/dev/null 2>&1 &"}); err != nil {
-		t.Fatalf("start the delayed kill: %v", err)
-	}
+	hostSignalServer(t, sb, syscall.SIGKILL, 0)
 	time.Sleep(time.Second)
 	err = sb.WriteFile(ctx, "f.txt", strings.NewReader("data"))
 	assertGone(t, ctx, "upload after the server died", err, "runtime server")
@@ -293,7 +316,7 @@ func TestCommandsAreOOMFirst(t *testing.T) {
 }
 
 // TestAttachStoppedServer: attaching to a disconnected sandbox whose
-// runtime server a command stopped (SIGSTOP) reports ErrSandboxGone, not
+// runtime server was stopped (SIGSTOP from the host) reports ErrSandboxGone, not
 // ErrSandboxNotFound, and ends the sandbox: its bubblewrap exits and its
 // directory is removed.
 func TestAttachStoppedServer(t *testing.T) {
@@ -313,9 +336,7 @@ func TestAttachStoppedServer(t *testing.T) {
 	if err := json.Unmarshal(data, &m); err != nil || m.PID <= 0 {
 		t.Fatalf("sandbox.json %s: pid %d, %v", data, m.PID, err)
 	}
-	if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "(sleep 0.5; for p in $(pgrep -x server); do kill -STOP $p; done) >/dev/null 2>&1 &"}); err != nil {
-		t.Fatalf("start the delayed stop: %v", err)
-	}
+	hostSignalServer(t, sb, syscall.SIGSTOP, 500*time.Millisecond)
 	if err := sb.Disconnect(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Running as the init (PID 1) of a sandbox's pid namespace (--init).
+//
+// Commands run as the server's uid in the same pid namespace, so as an
+// ordinary process the server is theirs to kill, stop, ptrace or read.
+// The kernel treats a pid namespace's init differently: a signal sent
+// from inside the namespace reaches it only when it has a handler for
+// that signal, and SIGKILL and SIGSTOP from inside never do. When init
+// exits, the kernel kills every other process of the namespace.
+//
+// So in init mode the server
+//   - holds a handler for every catchable signal a command could use
+//     against it (initSignals), and does nothing with them: SIGTERM,
+//     SIGINT, SIGQUIT, SIGSEGV from kill(2) and the rest no longer end it.
+//     Handlers, unlike SIG_IGN, are reset to SIG_DFL for the commands it
+//     starts (execve), so commands get the usual dispositions;
+//   - is not dumpable (PR_SET_DUMPABLE 0): a process of the same uid
+//     without CAP_SYS_PTRACE cannot ptrace it, read or write its memory
+//     (/proc/1/mem), read /proc/1/environ or open its descriptors through
+//     /proc/1/fd. Commands get dumpable back when they execve a binary
+//     they can read;
+//   - ends the sandbox when its lifeline ends (--lifeline-fd).
+//
+// What this does not cover: a signal sent with a forged siginfo
+// (rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal with an info
+// argument) for a fault signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+// SIGSTKFLT, SIGSYS) looks like a real fault to the Go runtime, which then
+// crashes. The local backend's seccomp policy refuses those calls for
+// those signals (internal/seccomp).
+
+// initSignals are the signals the server holds a handler for in init
+// mode. Left out: SIGKILL and SIGSTOP (never delivered to init from inside
+// its namespace), SIGCHLD (the reaper's), SIGURG (the Go runtime's
+// preemption signal: a handler already runs for it, harmlessly, and a
+// channel would wake on every preemption), SIGPROF (the runtime's
+// profiler; harmless), and 32-34 (reserved by the C libraries: the
+// runtime's own handler for 33 does nothing unless it asked for it; 32
+// and 34 have none, so the kernel drops them).
+func initSignals() []os.Signal {
+	var sigs []os.Signal
+	for n := 1; n <= 64; n++ {
+		switch s := syscall.Signal(n); {
+		case s == syscall.SIGKILL, s == syscall.SIGSTOP, s == syscall.SIGCHLD, s == syscall.SIGURG, s == syscall.SIGPROF:
+		case n >= 32 && n <= 34:
+		default:
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
+}
+
+// becomeInit puts this process in init mode: signals held and dropped
+// (logged at debug level) until ctx ends, and the process not dumpable.
+func becomeInit(ctx context.Context, log *slog.Logger) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
+	sig := make(chan os.Signal, 16)
+	signal.Notify(sig, initSignals()...)
+	go func() {
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-sig:
+				log.Debug("signal ignored (init mode)", "signal", s.String())
+			}
+		}
+	}()
+	return nil
+}
+
+// lifelineDetach is the line that tells the server to stop watching its
+// lifeline (the owner disconnected and leaves the sandbox running).
+const lifelineDetach = "detach"
+
+// openLifeline takes descriptor fd as the lifeline: the read end of a
+// pipe whose write end only the sandbox's owner holds. It is marked
+// close-on-exec at once, so no command inherits it.
+func openLifeline(fd int) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("lifeline-fd=%d: %w", fd, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("lifeline-fd=%d: not a pipe", fd)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "lifeline"), nil
+}
+
+// watchLifeline reads f until its writer says "detach" (then it closes
+// f and returns) or goes away: EOF or a read error calls end, which is
+// meant to exit the process and, as PID 1, end the sandbox.
+func watchLifeline(f *os.File, log *slog.Logger, end func()) {
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err == nil && strings.TrimSpace(line) == lifelineDetach {
+		_ = f.Close()
+		log.Info("lifeline detached: the sandbox outlives its owner until it is attached and closed")
+		return
+	}
+	log.Info("lifeline closed: the sandbox's owner closed it or exited; ending the sandbox", "read", strings.TrimSpace(line), "err", err)
+	end()
+}
+
+// shutdownSignals returns the context Serve runs under. Normally SIGTERM
+// and SIGINT end it. With cfg.Init, no signal does: the process becomes
+// the sandbox's init (becomeInit). With cfg.Lifeline, its end exits the
+// process.
+func shutdownSignals(ctx context.Context, cfg Config, log *slog.Logger) (context.Context, context.CancelFunc, error) {
+	var stop context.CancelFunc
+	if cfg.Init {
+		ctx, stop = context.WithCancel(ctx)
+		if err := becomeInit(ctx, log); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	} else {
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	}
+	if cfg.Lifeline != nil {
+		go watchLifeline(cfg.Lifeline, log, func() { os.Exit(0) })
+	}
+	return ctx, stop, nil
+}

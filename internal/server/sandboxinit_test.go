@@ -1,0 +1,149 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startAsPID1 runs the server binary as PID 1 of a new pid namespace
+// (unshare), as a local sandbox does, with args.
+func startAsPID1(t *testing.T, args ...string) *proc {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatal("unshare (util-linux) not found; install util-linux")
+	}
+	p := startWrapped(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, os.Environ(), args...)
+	if !strings.Contains(p.logs(), `"pid":1,`) {
+		t.Fatalf("server is not PID 1 in its namespace:\n%s", p.logs())
+	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.cmd.Process.Pid, p.cmd.Process.Pid))
+	var server int
+	if _, err := fmt.Sscan(string(kids), &server); err != nil {
+		t.Fatalf("find the server under unshare: %q", kids)
+	}
+	// Killing unshare leaves its child running; with --init only SIGKILL
+	// from outside the namespace ends the server.
+	t.Cleanup(func() { _ = syscall.Kill(server, syscall.SIGKILL) })
+	return p
+}
+
+// alive fails t unless p still answers a command.
+func (p *proc) alive(t *testing.T, after string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("after %s the server exited (%v)\n%s", after, p.status, p.logs())
+	default:
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	if res := p.execute(t, c, p.url, map[string]any{"command": "echo up"}); res.Stdout != "up\n" {
+		t.Fatalf("after %s: %+v", after, res)
+	}
+}
+
+// TestBinaryInitHoldsSignals: as PID 1 with --init, no signal a command
+// sends the server (each of 1..64, at PID 1 and at -1) ends or stops it;
+// without --init, SIGTERM from a command shuts it down.
+func TestBinaryInitHoldsSignals(t *testing.T) {
+	p := startAsPID1(t, "--init")
+	for sig := 1; sig <= 64; sig++ {
+		for _, target := range []string{"1", "-1"} {
+			cmd := fmt.Sprintf("kill -%d %s", sig, target)
+			p.execute(t, &http.Client{Timeout: 30 * time.Second}, p.url, map[string]any{"command": cmd})
+			p.alive(t, cmd)
+		}
+	}
+
+	plain := startAsPID1(t)
+	plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": "kill -TERM 1"})
+	select {
+	case <-plain.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("without --init, PID 1 server still runs 30 s after a command sent it SIGTERM")
+	}
+}
+
+// TestBinaryInitCommandsKeepDefaultSignals: the handlers --init holds are
+// not passed on: commands start with the same ignored and blocked signals
+// as without --init, and die of SIGTERM as usual.
+func TestBinaryInitCommandsKeepDefaultSignals(t *testing.T) {
+	const cmd = "grep -E '^Sig(Ign|Blk)' /proc/self/status"
+	plain := startBinary(t, os.Environ())
+	initp := startBinary(t, os.Environ(), "--init")
+	a := plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": cmd})
+	b := initp.execute(t, http.DefaultClient, initp.url, map[string]any{"command": cmd})
+	if a.ExitCode != 0 || a.Stdout != b.Stdout {
+		t.Errorf("signal masks of a command: %q without --init, %q with it", a.Stdout, b.Stdout)
+	}
+	if res := initp.execute(t, http.DefaultClient, initp.url, map[string]any{"command": "kill -TERM $$; echo survived"}); res.Signal != int(syscall.SIGTERM) {
+		t.Errorf("a command that sends itself SIGTERM under --init: %+v, want killed by SIGTERM", res)
+	}
+}
+
+// TestBinaryLifeline: the server exits when its lifeline reaches EOF and
+// keeps running after the line "detach"; the descriptor is not passed to
+// commands.
+func TestBinaryLifeline(t *testing.T) {
+	start := func(t *testing.T) (*proc, *os.File) {
+		fifo := filepath.Join(t.TempDir(), "lifeline")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opened := make(chan *os.File, 1)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // blocks until the server's shell opens it
+			if err != nil {
+				t.Error(err)
+			}
+			opened <- w
+		}()
+		p := startWrapped(t, []string{"/bin/sh", "-c", `exec "$@" 3<"$0"`, fifo}, os.Environ(), "--lifeline-fd", "3")
+		w := <-opened
+		t.Cleanup(func() { _ = w.Close() })
+		return p, w
+	}
+
+	t.Run("EOF", func(t *testing.T) {
+		p, w := start(t)
+		res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": "for f in /proc/$$/fd/*; do readlink $f; done"})
+		if strings.Contains(res.Stdout, "lifeline") {
+			t.Errorf("a command holds the lifeline: its fds are %q", res.Stdout)
+		}
+		_ = w.Close()
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatal("server still runs 10 s after its lifeline closed")
+		}
+		if !strings.Contains(p.logs(), "lifeline closed") {
+			t.Errorf("no log line says why it exited:\n%s", p.logs())
+		}
+	})
+	t.Run("detach", func(t *testing.T) {
+		p, w := start(t)
+		if _, err := w.Write([]byte("detach\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Close()
+		time.Sleep(500 * time.Millisecond)
+		p.alive(t, "detach and close")
+	})
+	t.Run("not a pipe", func(t *testing.T) {
+		bin, err := serverBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "--addr", "127.0.0.1:0", "--lifeline-fd", "0").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "lifeline-fd=0") {
+			t.Errorf("--lifeline-fd on a non-pipe: err %v, output %s; want a refusal naming it", err, out)
+		}
+	})
+}
