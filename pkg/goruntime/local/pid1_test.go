@@ -193,7 +193,7 @@ func TestCommandCannotForgeFaultSignal(t *testing.T) {
 	fault := map[int]bool{4: true, 5: true, 7: true, 8: true, 11: true, 16: true, 31: true}
 	for sig := 1; sig <= 64; sig++ {
 		for _, mode := range []string{"sigqueue", "pidfd"} {
-			res := attack(t, s, fmt.Sprintf("/tmp/attack %s 1 %d", mode, sig))
+			res := attack(t, s, fmt.Sprintf("/tmp/attack %s $(pgrep -x server) %d", mode, sig))
 			want := "DONE " // the kernel takes it; the server drops it
 			if fault[sig] {
 				want = "REFUSED operation not permitted"
@@ -219,7 +219,7 @@ func TestCommandCannotReachServerMemory(t *testing.T) {
 			opts.Relax = tc.relax
 			s := pid1Session(t, opts)
 			for _, mode := range []string{"environ", "fd", "mem", "ptrace"} {
-				res := attack(t, s, "/tmp/attack "+mode+" 1")
+				res := attack(t, s, "/tmp/attack "+mode+" $(pgrep -x server)")
 				if !strings.HasPrefix(res.Stdout, "REFUSED ") {
 					t.Errorf("%s of the server: %q (stderr %q), want REFUSED", mode, res.Stdout, res.Stderr)
 				}
