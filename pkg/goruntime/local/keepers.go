@@ -15,8 +15,8 @@ func keepSet(pids []int) map[int]bool {
 }
 
 // protectFromOOM keeps the OOM killer off the processes that hold the
-// sandbox together (bubblewrap, its init, the lifeline shell and its
-// watcher). The server is left at its value: commands inherit the lowest
+// sandbox together besides the server (bubblewrap, whose child the server
+// is, PID 1 of the sandbox's pid namespace). The server is left at its value: commands inherit the lowest
 // value they may go back to from it, and the server starts each command
 // at 1000 (internal/server), so the OOM killer takes commands
 // before it. Needs CAP_SYS_RESOURCE; without it this does nothing.

@@ -188,8 +188,8 @@ const (
 	// OwnTasks is the sandbox's own tasks, which Processes does not
 	// count: the runtime server's threads (serverOSThreads it starts up
 	// front, the Go runtime's sysmon, template and signal threads),
-	// bubblewrap and its init, the lifeline shell and its watcher, with a
-	// few to spare. The pids cgroup allows Processes + OwnTasks.
+	// bubblewrap (outside the sandbox's pid namespace; the server is its
+	// PID 1), with a few to spare. The pids cgroup allows Processes + OwnTasks.
 	OwnTasks = serverOSThreads + 12
 )
 

@@ -15,7 +15,7 @@ type meta struct {
 	ID        string    `json:"id"`
 	PID       int       `json:"pid"`        // bubblewrap's pid on the host
 	StartTime uint64    `json:"start_time"` // its start time in clock ticks, against pid reuse
-	Keep      []int     `json:"keep"`       // bubblewrap, its init, the lifeline shell, the server
+	Keep      []int     `json:"keep"`       // bubblewrap and the server (older sandboxes: also bubblewrap's init and a lifeline shell)
 	Server    int       `json:"server_pid"` // the runtime server's pid on the host (0: unknown, older sandboxes)
 	ServerAt  uint64    `json:"server_start"`
 	Cgroup    cgroup    `json:"cgroup"`

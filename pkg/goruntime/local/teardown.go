@@ -26,7 +26,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	s.proc.close()
 	s.b.stopModules(s.meta.ID)
 	if s.lifeline != nil {
-		s.lifeline.Close() // the lifeline shell exits, and the sandbox with it
+		s.lifeline.Close() // the server (PID 1) exits, and the sandbox with it
 	}
 	var errs []error
 	cg := s.meta.Cgroup
