@@ -515,7 +515,8 @@ func TestTraversalEveryEndpoint(t *testing.T) {
 	for _, name := range escapes {
 		for _, route := range []string{"download", "list", "exists"} {
 			code, body := ts.get(t, "/"+route+"/"+name)
-			if code != 403 || strings.TrimSpace(string(body)) != `{"message":"Access denied","error_code":"path_escape"}` {
+			var m wire.Message
+			if code != 403 || json.Unmarshal(body, &m) != nil || m.Message != "Access denied" || m.Code != wire.CodePathEscape {
 				t.Errorf("GET /%s/%s = %d %s, want 403 Access denied", route, name, code, body)
 			}
 			if strings.Contains(string(body), "TOP SECRET") {
@@ -591,8 +592,8 @@ func TestListAndExistsShapes(t *testing.T) {
 		"/download/sub":         `{"message":"File not found: the path is a directory","error_code":"not_found"}`,
 		"/download/dangling":    `{"message":"File not found","error_code":"not_found"}`,
 		"/download/five%2Fbad":  `{"message":"File not found","error_code":"not_found"}`,
-		"/download/absdangling": `{"message":"Access denied","error_code":"path_escape"}`, // as upstream's realpath
-		"/exists/absdangling":   `{"message":"Access denied","error_code":"path_escape"}`,
+		"/download/absdangling": `{"message":"Access denied","error_code":"path_escape","reason":"absdangling is a symlink to /nonexistent, outside the base directory"}`, // as upstream's realpath
+		"/exists/absdangling":   `{"message":"Access denied","error_code":"path_escape","reason":"absdangling is a symlink to /nonexistent, outside the base directory"}`,
 	} {
 		_, body := ts.get(t, path)
 		if strings.TrimSpace(string(body)) != wantBody {

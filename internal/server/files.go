@@ -25,9 +25,15 @@ const copyBufferSize = 1 << 20
 const multipartSlack = 1 << 20
 
 // accessDenied answers 403 for a name that escapes the base directory
-// (or cannot name a file), with upstream's exact body.
-func accessDenied(w http.ResponseWriter) {
-	writeError(w, http.StatusForbidden, wire.CodePathEscape, "Access denied")
+// (or cannot name a file), err being why: upstream's exact message, and
+// when a symlink was the way out, a reason naming it.
+func accessDenied(w http.ResponseWriter, err error) {
+	m := wire.Message{Message: "Access denied", Code: wire.CodePathEscape}
+	var le *pathsafe.LinkEscapeError
+	if errors.As(err, &le) {
+		m.Reason = fmt.Sprintf("%s is a symlink to %s, outside the base directory", le.Link, le.Target)
+	}
+	writeJSON(w, http.StatusForbidden, m)
 }
 
 // permissionDeniedPrefix starts the message of a 403 for a name inside the
@@ -100,7 +106,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
-		accessDenied(w)
+		accessDenied(w, err)
 		return
 	case err != nil:
 		s.uploadFailed(w, name, err)
@@ -181,7 +187,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
-		accessDenied(w)
+		accessDenied(w, err)
 		return
 	case errors.Is(err, fs.ErrPermission):
 		permissionDenied(w, name)
@@ -246,7 +252,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 	rel, err := s.root.Resolve(name)
 	switch {
 	case refused(err):
-		accessDenied(w)
+		accessDenied(w, err)
 		return
 	case errors.Is(err, fs.ErrPermission):
 		permissionDenied(w, name)
@@ -312,7 +318,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 func (s *Server) exists(w http.ResponseWriter, _ *http.Request, name string) {
 	rel, err := s.root.Resolve(name)
 	if refused(err) {
-		accessDenied(w)
+		accessDenied(w, err)
 		return
 	}
 	found := false

@@ -47,3 +47,23 @@ func TestDownloadSpecialFiles(t *testing.T) {
 		t.Errorf("GET /download/plain = %d %q, want 200 \"x\"", code, body)
 	}
 }
+
+// TestEscapeReasonNamesSymlink: a name refused because a symlink leads
+// out of the base keeps upstream's message and says which symlink in
+// "reason"; a plain ".." escape has no reason.
+func TestEscapeReasonNamesSymlink(t *testing.T) {
+	ts := startServer(t, nil)
+	if res := ts.run(t, "ln -s /etc/passwd pw && ln -s ../.. up && mkdir d"); res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	for path, want := range map[string]string{
+		"/download/pw":      `{"message":"Access denied","error_code":"path_escape","reason":"pw is a symlink to /etc/passwd, outside the base directory"}`,
+		"/list/up/etc":      `{"message":"Access denied","error_code":"path_escape","reason":"up is a symlink to ../.., outside the base directory"}`,
+		"/exists/d/..%2F..": `{"message":"Access denied","error_code":"path_escape"}`,
+	} {
+		code, body := ts.get(t, path)
+		if code != 403 || strings.TrimSpace(string(body)) != want {
+			t.Errorf("GET %s = %d %s, want 403 %s", path, code, body, want)
+		}
+	}
+}

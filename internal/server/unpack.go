@@ -58,7 +58,7 @@ func (s *Server) unpack(w http.ResponseWriter, r *http.Request, _ string) {
 			return
 		}
 		if hasDotDot(hdr.Name) {
-			accessDenied(w) // an archive names files under the base, never beside it
+			accessDenied(w, nil) // an archive names files under the base, never beside it
 			return
 		}
 		rel, err := s.unpackTarget(hdr.Name)
@@ -145,7 +145,7 @@ func (s *Server) unpackFailed(w http.ResponseWriter, name string, err error) {
 	case errors.Is(err, pathsafe.ErrEscape):
 		writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot unpack %q: a symlink on its path leads outside the work directory (%v); remove it or write the file elsewhere", name, err))
 	case refused(err):
-		accessDenied(w)
+		accessDenied(w, err)
 	case errors.Is(err, errParentNotDir):
 		writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot unpack %q: a file is where its path needs a directory (%v)", name, err))
 	case errors.Is(err, errIsDirectory):

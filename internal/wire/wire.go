@@ -45,6 +45,10 @@ type Message struct {
 	// Code (extension) says which error this is, for clients that map
 	// errors to their own (internal/client/apierror); absent on 200.
 	Code ErrorCode `json:"error_code,omitempty"`
+	// Reason (extension) says more than an upstream-compatible Message
+	// may, e.g. which symlink made a name escape; absent when there is
+	// nothing to add.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ErrorCode is the machine-readable kind of an error answer, the

@@ -16,8 +16,8 @@ const permissionDeniedPrefix = "Permission denied"
 
 // Decode reads an error answer: status is the HTTP status, body what the
 // server sent (any shape; only its first bytes matter). It returns the
-// message to show (the body's "message" when it has one, else the trimmed
-// body) and the sentinel a caller can test with errors.Is, or nil when the
+// message to show (the body's "message" when it has one, followed by its
+// "reason" when it has one, else the trimmed body) and the sentinel a caller can test with errors.Is, or nil when the
 // answer is no error callers tell apart:
 //
 //	not_found, 404                        -> goruntime.ErrNotExist
@@ -32,6 +32,9 @@ func Decode(status int, body []byte) (msg string, sentinel error) {
 	var m wire.Message
 	if json.Unmarshal(body, &m) == nil && m.Message != "" {
 		msg = m.Message
+		if m.Reason != "" {
+			msg += ": " + m.Reason
+		}
 	}
 	switch m.Code {
 	case wire.CodeNotFound:

@@ -38,3 +38,12 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeReason: a reason (our extension) follows the message; the
+// message's start, which old clients match, is unchanged.
+func TestDecodeReason(t *testing.T) {
+	msg, sentinel := Decode(403, []byte(`{"message":"Access denied","error_code":"path_escape","reason":"pw is a symlink to /etc/passwd, outside the base directory"}`))
+	if msg != "Access denied: pw is a symlink to /etc/passwd, outside the base directory" || sentinel != goruntime.ErrPathEscape {
+		t.Errorf("Decode = %q, %v", msg, sentinel)
+	}
+}

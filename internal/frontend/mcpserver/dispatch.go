@@ -70,7 +70,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, open bool, 
 func describe(err error) error {
 	switch {
 	case errors.Is(err, goruntime.ErrPathEscape):
-		return fmt.Errorf("%w; use paths relative to /app such as main.go or pkg/util.go", err)
+		return fmt.Errorf("%w; use paths relative to /app such as main.go or pkg/util.go (a symlink on the way must point inside /app too)", err)
 	case errors.Is(err, goruntime.ErrSandboxGone):
 		return fmt.Errorf("%w; the next call starts a new, empty sandbox (files from earlier calls are lost)", err)
 	case errors.Is(err, goruntime.ErrUnavailable):

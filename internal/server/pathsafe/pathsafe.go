@@ -13,6 +13,19 @@ import (
 // ErrEscape reports a name that resolves outside the base directory.
 var ErrEscape = errors.New("path escapes the base directory")
 
+// LinkEscapeError is the ErrEscape of a name whose resolution left the
+// base directory through a symlink: Link (relative to the base) points at
+// Target. errors.Is(err, ErrEscape) holds for it.
+type LinkEscapeError struct {
+	Name, Link, Target string
+}
+
+func (e *LinkEscapeError) Error() string {
+	return fmt.Sprintf("resolve %q: symlink %s -> %s: %v", e.Name, e.Link, e.Target, ErrEscape)
+}
+
+func (e *LinkEscapeError) Unwrap() error { return ErrEscape }
+
 // ErrInvalid reports a name that cannot name a file (it holds a NUL byte).
 var ErrInvalid = errors.New("invalid path")
 
@@ -61,7 +74,7 @@ func (r *Root) Close() error { return r.root.Close() }
 // are kept as written.
 //
 // Errors: ErrEscape when the name or a symlink on the way leads outside
-// the base; ErrInvalid for a NUL byte; an error wrapping syscall.ELOOP
+// the base (a *LinkEscapeError when a symlink was followed); ErrInvalid for a NUL byte; an error wrapping syscall.ELOOP
 // after 40 symlinks; otherwise the failing Lstat or Readlink.
 func (r *Root) Resolve(name string) (string, error) {
 	if strings.IndexByte(name, 0) >= 0 {
@@ -71,6 +84,7 @@ func (r *Root) Resolve(name string) (string, error) {
 	done := make([]string, 0, len(pending))
 	missing := false // an earlier component does not exist: the rest is lexical
 	links := 0
+	var link, linkTarget string // the last symlink followed
 	for len(pending) > 0 {
 		c := pending[0]
 		pending = pending[1:]
@@ -79,6 +93,9 @@ func (r *Root) Resolve(name string) (string, error) {
 			continue
 		case "..":
 			if len(done) == 0 {
+				if link != "" {
+					return "", &LinkEscapeError{Name: name, Link: link, Target: linkTarget}
+				}
 				return "", fmt.Errorf("resolve %q: %w", name, ErrEscape)
 			}
 			done = done[:len(done)-1]
@@ -108,10 +125,11 @@ func (r *Root) Resolve(name string) (string, error) {
 			return "", fmt.Errorf("resolve %q: %w", name, err)
 		}
 		done = done[:len(done)-1]
+		link, linkTarget = cur, target
 		if strings.HasPrefix(target, "/") {
 			rel, ok := r.within(target)
 			if !ok {
-				return "", fmt.Errorf("resolve %q: symlink %s -> %s: %w", name, cur, target, ErrEscape)
+				return "", &LinkEscapeError{Name: name, Link: cur, Target: target}
 			}
 			done = done[:0]
 			target = rel
