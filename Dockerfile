@@ -1,6 +1,7 @@
 # The go-runtime-sandbox runtime image: what runs in every agent-sandbox pod
 # (manifests/base). sandbox-server serves the runtime contract on :8888 (and
-# the sandboxd API when SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR are set);
+# the sandboxd API when SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR are set,
+# through its companion sandbox-processapi);
 # commands run with the Go toolchain, tar, coreutils and CA certificates at
 # hand. There is no git: modules come through GOPROXY (see "No git" below).
 #
@@ -94,7 +95,7 @@ COPY . .
 # cache mounts on the build host), so a source edit recompiles only the
 # packages it touched.
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags="-s -w" -o /out/sandbox-server ./cmd/sandbox-server
+    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-server ./cmd/sandbox-processapi
 
 # --- runtime ---------------------------------------------------------------
 FROM go AS runtime
@@ -118,8 +119,12 @@ RUN groupadd --gid 1000 gopher \
 COPY --from=seed --chown=1000:1000 /cache/ /cache/
 
 # Last, so a change to the server's source rebuilds only this layer, not
-# the toolchain and the seeded cache above.
-COPY --from=build /out/sandbox-server /usr/local/bin/sandbox-server
+# the toolchain and the seeded cache above. sandbox-processapi, the
+# process API companion the server starts on the first connection to
+# SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR, must sit next to the server
+# (or SANDBOX_PROCESS_API_BIN name it): with either address set, the server
+# refuses to start without it.
+COPY --from=build /out/sandbox-server /out/sandbox-processapi /usr/local/bin/
 
 USER 1000:1000
 WORKDIR /app

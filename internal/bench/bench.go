@@ -142,8 +142,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(bindir)
-	r.logf("building cmd/sandbox-server and cmd/mcp-server")
-	if r.bins, err = buildOurs(ctx, bindir, "sandbox-server", "mcp-server"); err != nil {
+	r.logf("building cmd/sandbox-server, cmd/sandbox-processapi and cmd/mcp-server")
+	if r.bins, err = buildOurs(ctx, bindir, "sandbox-server", "sandbox-processapi", "mcp-server"); err != nil {
 		return nil, err
 	}
 	sections := map[string]func(context.Context) error{

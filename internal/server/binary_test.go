@@ -22,19 +22,27 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
-// serverBinary builds cmd/sandbox-server once per test run.
+// serverBinary builds cmd/sandbox-server, and its process API companion
+// cmd/sandbox-processapi next to it, once per test run.
 var serverBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "sandbox-server-test-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "sandbox-server")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", dir+"/",
+		"github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server",
+		"github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-processapi").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build cmd/sandbox-server: %v\n%s", err, out)
+		return "", fmt.Errorf("go build cmd/sandbox-server cmd/sandbox-processapi: %v\n%s", err, out)
 	}
-	return bin, nil
+	return filepath.Join(dir, "sandbox-server"), nil
 })
+
+// processAPIBinary is the companion serverBinary built.
+func processAPIBinary() (string, error) {
+	bin, err := serverBinary()
+	return filepath.Join(filepath.Dir(bin), ProcessAPIName), err
+}
 
 // proc is a running sandbox-server binary.
 type proc struct {

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
 )
 
 // Flags is every setting of the sandbox-server process, one typed field a
@@ -33,6 +31,10 @@ type Flags struct {
 	LogLevel        string  // --log-level, SANDBOX_LOG_LEVEL
 	GRPCAddr        string  // --grpc-addr, SANDBOXD_GRPC_ADDR; empty: off
 	RESTAddr        string  // --rest-addr, SANDBOXD_REST_ADDR; empty: off
+	// ProcessAPIBin is --process-api-bin, SANDBOX_PROCESS_API_BIN: the
+	// companion serving --grpc-addr/--rest-addr (processapi.go); empty:
+	// sandbox-processapi next to this executable.
+	ProcessAPIBin string
 	// ModuleRelayAddr and ModuleRelaySocket: --module-relay-addr,
 	// SANDBOX_MODULE_RELAY_ADDR (a loopback host:port) and
 	// --module-relay-socket, SANDBOX_MODULE_RELAY_SOCKET (the host module
@@ -157,8 +159,9 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	fs.Var((*strictBool)(&f.Reap), "reap", "reap orphaned processes: as PID 1, or else as a child subreaper (PR_SET_CHILD_SUBREAPER)"+envNote("SANDBOX_REAP"))
 	secs(&f.ShutdownTimeout, "shutdown-timeout", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "seconds to wait for in-flight requests after SIGTERM (running commands are killed at once)")
 	str(&f.LogLevel, "log-level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error (JSON lines on stderr)")
-	str(&f.GRPCAddr, "grpc-addr", processapi.EnvGRPCAddr, "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off (docs/sandboxd.md)")
-	str(&f.RESTAddr, "rest-addr", processapi.EnvRESTAddr, "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off")
+	str(&f.GRPCAddr, "grpc-addr", "SANDBOXD_GRPC_ADDR", "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off. The server listens; the "+ProcessAPIName+" companion serves, started on the first connection (docs/sandboxd.md)")
+	str(&f.RESTAddr, "rest-addr", "SANDBOXD_REST_ADDR", "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off. Served by the companion, as --grpc-addr")
+	str(&f.ProcessAPIBin, "process-api-bin", "SANDBOX_PROCESS_API_BIN", "the "+ProcessAPIName+" binary that serves --grpc-addr and --rest-addr (default: next to this executable); the server refuses to start with either set and the binary missing")
 	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
 	integer(&f.OSThreads, "os-threads", "SANDBOX_OS_THREADS", "threads", "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none")
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
@@ -255,6 +258,8 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		FallbackHome:    f.Home,
 		Reap:            f.Reap,
 		Log:             log,
+		LogLevel:        f.LogLevel,
+		ProcessAPIBin:   f.ProcessAPIBin,
 	}
 	if cfg.FallbackHome == "" {
 		tmp := getenv("TMPDIR")

@@ -24,6 +24,12 @@ import (
 // bound address. It returns the process exit code: 0 after a clean
 // shutdown or --help, 2 for bad flags, 1 when the server cannot start.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	return MainWith(ctx, args, stdout, stderr, getenv, nil)
+}
+
+// MainWith is Main with the sandboxd process API served by processAPI in
+// this process (Config.ProcessAPI); nil: by the companion binary.
+func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, processAPI ProcessAPIFunc) int {
 	fset := flag.NewFlagSet("sandbox-server", flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	f := Defaults()
@@ -46,6 +52,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return 2
 	}
 	cfg.Environ = os.Environ()
+	cfg.ProcessAPI = processAPI
 	reserveOSThreads(f.OSThreads)
 	return Serve(ctx, cfg, ls)
 }

@@ -35,7 +35,11 @@ func metricValue(t *testing.T, ts *testServer, name, labels string) float64 {
 }
 
 func TestMetricsCountCommands(t *testing.T) {
-	ts := startServer(t, nil)
+	companion, err := processAPIBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, func(c *Config) { c.ProcessAPIBin = companion })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	proc, err := ts.startSandboxd(ctx, "127.0.0.1:0", "", slog.New(slog.DiscardHandler))
@@ -71,7 +75,8 @@ func TestMetricsCountCommands(t *testing.T) {
 	}
 
 	// The process API: a streamed command with stdin, then a signal death.
-	conn, err := processclient.Dial(proc.GRPCAddr())
+	// It runs in the companion, which reports each command back.
+	conn, err := processclient.Dial(proc.(*processAPIHost).lns[0].ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +88,12 @@ func TestMetricsCountCommands(t *testing.T) {
 	}
 	if _, err := processclient.Exec(ctx, client, goruntime.ExecRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond}, processclient.ExecOptions{}, nil); err != nil {
 		t.Fatal(err)
+	}
+	// The companion wrote each command's end before its stream ended;
+	// the server reads the events a moment later.
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, ts, "sandbox_server_commands_total", `{api="process",outcome="signal"}`) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	for labels, want := range map[string]float64{
 		`{api="process",outcome="ok"}`:     1,

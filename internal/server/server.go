@@ -54,6 +54,16 @@ type Config struct {
 	// the sandbox's owner holds (--lifeline-fd): EOF exits the process at
 	// once, the line "detach" stops the watch.
 	Lifeline *os.File
+	// LogLevel is passed to the process API companion ("" : its default,
+	// info).
+	LogLevel string
+	// ProcessAPIBin is the process API companion binary
+	// (cmd/sandbox-processapi) started on the first connection to the
+	// sandboxd listeners; empty: ProcessAPIName next to this executable.
+	ProcessAPIBin string
+	// ProcessAPI, when set, serves the sandboxd API in this process
+	// instead of the companion (a program that links gRPC anyway).
+	ProcessAPI ProcessAPIFunc
 }
 
 // Server serves the runtime contract over HTTP. Create it with New.

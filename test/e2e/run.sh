@@ -113,7 +113,7 @@ crds="$(cd test/e2e/tools && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)
 build_binaries() {
 	local t0
 	t0=$(date +%s)
-	go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/demo ./cmd/mcp-server &&
+	go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/sandbox-processapi ./cmd/demo ./cmd/mcp-server &&
 		go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/ &&
 		(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox) &&
 		echo "$(($(date +%s) - t0))" >"$work/build-seconds"

@@ -5,19 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
-)
-
-// Env names the variables clients read to discover the API (and which our
-// server reads to choose where to listen).
-const (
-	EnvGRPCAddr = "SANDBOXD_GRPC_ADDR"
-	EnvRESTAddr = "SANDBOXD_REST_ADDR"
 )
 
 // Defaults for Config fields left zero.
@@ -41,6 +33,10 @@ type Config struct {
 	// RESTAddr is where the REST API listens, in the same forms. Empty
 	// turns REST off.
 	RESTAddr string
+	// GRPCListener and RESTListener, when set, are served instead of
+	// opening GRPCAddr and RESTAddr (the companion binary gets its
+	// listeners from the runtime server this way). Close closes them.
+	GRPCListener, RESTListener net.Listener
 	// RootDir confines file operations and is every command's default
 	// working directory. Required; created if missing.
 	RootDir string
@@ -81,7 +77,9 @@ type ChildTracker interface {
 }
 
 // Enabled reports whether either API is to be served.
-func (c Config) Enabled() bool { return c.GRPCAddr != "" || c.RESTAddr != "" }
+func (c Config) Enabled() bool {
+	return c.GRPCAddr != "" || c.RESTAddr != "" || c.GRPCListener != nil || c.RESTListener != nil
+}
 
 func (c Config) withDefaults() Config {
 	if c.MetadataEnvPrefix == "" {
@@ -117,47 +115,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Listen opens a listener for addr: "unix:/path/to.sock" (a stale socket
-// file at that path is replaced) or "host:port" on TCP.
-func Listen(addr string) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if path == "" {
-			return nil, fmt.Errorf("listen %q: empty unix socket path", addr)
-		}
-		if fi, err := os.Lstat(path); err == nil {
-			if fi.Mode()&os.ModeSocket == 0 {
-				return nil, fmt.Errorf("listen %q: %s exists and is not a socket", addr, path)
-			}
-			if err := os.Remove(path); err != nil {
-				return nil, fmt.Errorf("listen %q: remove stale socket: %w", addr, err)
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("listen %q: %w", addr, err)
-		}
-		l, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, fmt.Errorf("listen %q: %w", addr, err)
-		}
-		return l, nil
-	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("listen %q: want host:port or unix:/path: %w", addr, err)
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %q: %w", addr, err)
-	}
-	return l, nil
-}
-
-// Observer hears of the commands the process API runs.
-type Observer interface {
-	// CommandStarted is called when a Start or Execute call begins; the
-	// returned func is called once when it ends, with the exit code,
-	// whether the command exited at all (false: it could not start, or the
-	// call broke off) and the bytes of output sent.
-	CommandStarted() func(exitCode int, exited bool, outputBytes int64)
-	// StdinBytes is called with the size of each stdin write received.
-	StdinBytes(n int64)
-}
+// Observer hears of the commands the process API runs (the runtime
+// server's metrics, or the companion's event pipe back to them).
+type Observer = procevents.Observer

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/server"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
 
 // Server is a running sandboxd API: the gRPC ProcessService and/or the REST
@@ -57,20 +59,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	s := &Server{cfg: cfg, done: make(chan struct{})}
 	var grpcLis, restLis net.Listener
-	if cfg.GRPCAddr != "" {
-		if grpcLis, err = Listen(cfg.GRPCAddr); err != nil {
+	grpcLis, restLis = cfg.GRPCListener, cfg.RESTListener
+	if grpcLis == nil && cfg.GRPCAddr != "" {
+		if grpcLis, err = sockets.Listen(cfg.GRPCAddr); err != nil {
 			return nil, fmt.Errorf("sandboxd grpc: %w", err)
 		}
-		s.grpcAddr = addrString(grpcLis)
 	}
-	if cfg.RESTAddr != "" {
-		if restLis, err = Listen(cfg.RESTAddr); err != nil {
+	if grpcLis != nil {
+		s.grpcAddr = sockets.String(grpcLis)
+	}
+	if restLis == nil && cfg.RESTAddr != "" {
+		if restLis, err = sockets.Listen(cfg.RESTAddr); err != nil {
 			if grpcLis != nil {
 				_ = grpcLis.Close()
 			}
 			return nil, fmt.Errorf("sandboxd rest: %w", err)
 		}
-		s.restAddr = addrString(restLis)
+	}
+	if restLis != nil {
+		s.restAddr = sockets.String(restLis)
 	}
 
 	s.procs = newProcessService(root, cfg.StreamChunkSize, cfg.Env, cfg.Children, cfg.Observer, logr.FromSlogHandler(cfg.Logger.Handler()))
@@ -182,11 +189,4 @@ func (s *Server) Close() error {
 		s.errMu.Unlock()
 	})
 	return s.closeErr
-}
-
-func addrString(l net.Listener) string {
-	if l.Addr().Network() == "unix" {
-		return "unix:" + l.Addr().String()
-	}
-	return l.Addr().String()
 }

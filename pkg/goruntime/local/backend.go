@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -31,7 +32,11 @@ type Backend struct {
 	hostSumDB string
 	server    string
 	childMode bool // server is this program, re-executed (ServeIfChild)
-	sandboxes string
+	// processAPI is the server's process API companion
+	// (server.ProcessAPIName next to server); empty in childMode, where
+	// the re-executed program serves the API itself.
+	processAPI string
+	sandboxes  string
 
 	seedMu    sync.Mutex
 	seedDir   string
@@ -49,8 +54,8 @@ type Backend struct {
 	hostUID bool // each sandbox runs as a host uid of its own (hostuid.go)
 	// Where bubblewrap binds Go, the module cache and the server from:
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
-	bindGoroot, bindModCache, bindServer string
-	diskQuota                            bool // each sandbox gets a disk of its own (disk.go)
+	bindGoroot, bindModCache, bindServer, bindProcessAPI string
+	diskQuota                                            bool // each sandbox gets a disk of its own (disk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 }
@@ -183,6 +188,7 @@ func (b *Backend) findServer() error {
 	if err != nil {
 		return err
 	}
+	given := abs
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
@@ -190,7 +196,23 @@ func (b *Backend) findServer() error {
 		return fmt.Errorf("runtime server %s is not an executable file (build cmd/sandbox-server or set Options.ServerPath)", abs)
 	}
 	b.server = abs
-	return nil
+	if b.childMode {
+		return nil
+	}
+	// The server starts its process API companion from next to its own
+	// executable (bound at processAPIBin) on the first streaming command:
+	// the one next to the path given, else next to the file it names.
+	for _, dir := range []string{filepath.Dir(given), filepath.Dir(abs)} {
+		if cand := filepath.Join(dir, server.ProcessAPIName); isExecutable(cand) {
+			b.processAPI = cand
+			if real, err := filepath.EvalSymlinks(cand); err == nil {
+				b.processAPI = real
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("runtime server %s has no process API companion: %s is not an executable file (build cmd/sandbox-server and cmd/%s into one directory)",
+		given, filepath.Join(filepath.Dir(given), server.ProcessAPIName), server.ProcessAPIName)
 }
 
 func isExecutable(p string) bool {

@@ -7,18 +7,23 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 )
 
 // Paths inside a sandbox.
 const (
-	appDir     = "/app"          // work directory, writable
-	homeDir    = "/home/sandbox" // HOME, private, writable
-	runDir     = "/run/sandbox"  // holds the server's socket
-	serverBin  = "/.sandbox/server"
-	modCacheRO = "/go/pkg/mod" // the host module cache, read-only
-	sandboxUID = 1000
-	socketName = "server.sock"
-	childEnv   = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
+	appDir    = "/app"          // work directory, writable
+	homeDir   = "/home/sandbox" // HOME, private, writable
+	runDir    = "/run/sandbox"  // holds the server's socket
+	serverBin = "/.sandbox/server"
+	// processAPIBin is the server's process API companion, next to
+	// serverBin where the server looks for it.
+	processAPIBin = "/.sandbox/" + server.ProcessAPIName
+	modCacheRO    = "/go/pkg/mod" // the host module cache, read-only
+	sandboxUID    = 1000
+	socketName    = "server.sock"
+	childEnv      = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
 
 	// shmBytes caps /dev/shm, a tmpfs of its own: its files live in
 	// memory charged to the sandbox's memory limit and outlive the
@@ -169,6 +174,11 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 		{"--ro-bind", b.bindServer, serverBin},
 	} {
 		if err := bind(bd[0], bd[1], bd[2]); err != nil {
+			return nil, err
+		}
+	}
+	if b.processAPI != "" {
+		if err := bind("--ro-bind", b.bindProcessAPI, processAPIBin); err != nil {
 			return nil, err
 		}
 	}

@@ -2,17 +2,23 @@ package local
 
 import (
 	"context"
+	"io"
+	"maps"
 	"os"
+	"strings"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
 )
 
 // ServeIfChild turns this process into the sandbox's runtime server when
 // the local backend started it inside bubblewrap (it re-executes the
 // program that opened the sandbox when no sandbox-server binary is found;
 // see Options.ServerPath). It then serves until the sandbox ends and exits;
-// otherwise it returns at once. Every main that opens local sandboxes
-// should call it first thing:
+// otherwise it returns at once. The sandboxd process API is served in this
+// process (the program links gRPC anyway), not by the companion binary a
+// sandbox-server starts. Every main that opens local sandboxes should call
+// it first thing:
 //
 //	func main() {
 //		local.ServeIfChild()
@@ -24,5 +30,26 @@ func ServeIfChild() {
 	}
 	// Commands run by the server must not see the marker.
 	os.Unsetenv(childEnv)
-	os.Exit(server.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(server.MainWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv, serveProcessAPI))
+}
+
+// serveProcessAPI is the server.ProcessAPIFunc of a re-executed program.
+func serveProcessAPI(ctx context.Context, c server.ProcessAPIConfig) (io.Closer, error) {
+	env := make(map[string]string, len(c.Env))
+	for _, kv := range c.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	cfg := processapi.Config{
+		GRPCAddr: c.GRPCAddr,
+		RESTAddr: c.RESTAddr,
+		RootDir:  c.RootDir,
+		Env:      maps.Clone(env),
+		Logger:   c.Log,
+		Observer: c.Observer,
+	}
+	if c.Children != nil {
+		cfg.Children = c.Children
+	}
+	return processapi.Start(ctx, cfg)
 }

@@ -487,12 +487,39 @@ func TestUnavailableNamesTheFix(t *testing.T) {
 
 func TestServerThatDoesNotServe(t *testing.T) {
 	opts := testOptions()
-	opts.ServerPath = "/bin/true"
+	// /bin/true, with the real process API companion next to it.
+	dir := t.TempDir()
+	opts.ServerPath = filepath.Join(dir, "true")
+	if err := os.Symlink("/bin/true", opts.ServerPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(serverPath), "sandbox-processapi"), filepath.Join(dir, "sandbox-processapi")); err != nil {
+		t.Fatal(err)
+	}
 	opts.StartTimeout = 5 * time.Second
 	b := newBackend(t, opts)
 	_, err := b.Open(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "before its runtime server answered") {
 		t.Errorf("Open with /bin/true as server: %v", err)
+	}
+}
+
+// TestServerWithoutProcessAPICompanion: a sandbox-server binary without
+// sandbox-processapi next to it is refused by New, naming the companion
+// (its sandboxes would have no streaming commands).
+func TestServerWithoutProcessAPICompanion(t *testing.T) {
+	opts := testOptions()
+	opts.ServerPath = filepath.Join(t.TempDir(), "sandbox-server")
+	b, err := os.ReadFile(serverPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(opts.ServerPath, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = local.New(opts)
+	if err == nil || !strings.Contains(err.Error(), "sandbox-processapi") {
+		t.Fatalf("New with a server alone: %v, want an error naming sandbox-processapi", err)
 	}
 }
 

@@ -30,10 +30,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The process API companion goes next to the server, where the
+	// backend looks for it.
 	serverPath = filepath.Join(dir, "sandbox-server")
-	out, err := exec.Command("go", "build", "-o", serverPath, "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server",
+		"github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-processapi").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "build sandbox-server: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "build sandbox-server and sandbox-processapi: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

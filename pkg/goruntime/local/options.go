@@ -20,7 +20,10 @@ type Options struct {
 	// ServerPath is the runtime server binary run inside bubblewrap. When
 	// empty: $GORUNTIME_SANDBOX_SERVER, else a "sandbox-server" next to
 	// os.Executable(), else os.Executable() itself, whose main must call
-	// ServeIfChild first thing.
+	// ServeIfChild first thing. A sandbox-server needs its process API
+	// companion, sandbox-processapi (cmd/sandbox-processapi), in the same
+	// directory (of the path given, or of the file a symlink names); New
+	// fails without it. A re-executed program serves the API itself.
 	ServerPath string
 
 	// BwrapPath is the bubblewrap binary; default "bwrap" on $PATH.

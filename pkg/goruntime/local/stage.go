@@ -25,7 +25,7 @@ const runRoot = "/run/go-runtime-sandbox"
 // uids, a path that some uid cannot reach is bound read-only under
 // runRoot/ro/ once and reused by every sandbox (and every backend) after.
 func (b *Backend) stageBinds() error {
-	b.bindGoroot, b.bindModCache, b.bindServer = b.goroot, b.modCache, b.server
+	b.bindGoroot, b.bindModCache, b.bindServer, b.bindProcessAPI = b.goroot, b.modCache, b.server, b.processAPI
 	if !b.hostUID {
 		return nil
 	}
@@ -49,6 +49,11 @@ func (b *Backend) stageBinds() error {
 	}
 	if b.bindServer, err = stage(b.server); err != nil {
 		return err
+	}
+	if b.processAPI != "" {
+		if b.bindProcessAPI, err = stage(b.processAPI); err != nil {
+			return err
+		}
 	}
 	return nil
 }

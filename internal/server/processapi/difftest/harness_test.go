@@ -46,12 +46,14 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(mod)
 }
 
-// buildBinaries builds our sandbox-server and upstream's sandboxd into dir.
+// buildBinaries builds our sandbox-server (with its process API
+// companion, sandbox-processapi, next to it: the API is served there) and
+// upstream's sandboxd into dir.
 func buildBinaries(t *testing.T, dir string) (ours, upstream string) {
 	t.Helper()
 	repo := repoRoot(t)
 	ours = filepath.Join(dir, "sandbox-server")
-	run(t, repo, "go", "build", "-o", ours, "./cmd/sandbox-server")
+	run(t, repo, "go", "build", "-o", dir+"/", "./cmd/sandbox-server", "./cmd/sandbox-processapi")
 	if bin := os.Getenv("SANDBOXD_UPSTREAM_BIN"); bin != "" {
 		return ours, bin
 	}
