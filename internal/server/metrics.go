@@ -1,12 +1,12 @@
 package server
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	vm "github.com/VictoriaMetrics/metrics"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
@@ -20,56 +20,84 @@ const (
 	outcomeError    = "error"     // could not start, or the call broke off
 )
 
+// durationBuckets are the upper bounds, in seconds, of
+// sandbox_server_exec_duration_seconds.
+var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// metricFamily is one metric name: its help and type lines, and its
+// samples in a set of their own so they are written under them.
+type metricFamily struct {
+	name, help, kind string
+	set              *vm.Set
+}
+
+func (f *metricFamily) write(w io.Writer) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.kind)
+	f.set.WritePrometheus(w)
+}
+
+// sample is the family's series with labels (name="value" pairs, in
+// order), e.g. sample("api", "legacy") -> name{api="legacy"}.
+func (f *metricFamily) sample(labels ...string) string {
+	s := f.name + "{"
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i > 0 {
+			s += ","
+		}
+		s += labels[i] + `="` + labels[i+1] + `"`
+	}
+	return s + "}"
+}
+
 // metrics are the runtime server's Prometheus metrics, served at GET
-// /metrics on the legacy HTTP port. Each Server has its own registry.
+// /metrics on the legacy HTTP port in the Prometheus text format, with
+// the Go runtime's and the process's (go_*, process_*). Each Server has
+// its own sets. They use github.com/VictoriaMetrics/metrics rather than
+// prometheus/client_golang, whose protobuf-based model would add ~2 MiB
+// to every idle server (docs/benchmarks.md, "Idle RSS").
 // docs/sandbox-server.md lists them with a sample.
 type metrics struct {
-	reg      *prometheus.Registry
-	commands *prometheus.CounterVec   // api, outcome
-	duration *prometheus.HistogramVec // api
-	inFlight *prometheus.GaugeVec     // api
-	bytes    *prometheus.CounterVec   // api, direction
+	commands, duration, inFlight, bytes *metricFamily
 }
 
 func newMetrics() *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandbox_server_commands_total",
-			Help: "Commands run, by API (legacy: POST /execute; process: the sandboxd ProcessService) and outcome (ok, exit_code, timeout, signal, error).",
-		}, []string{"api", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sandbox_server_exec_duration_seconds",
-			Help:    "Wall time of each command, from start to exit, by API.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"api"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sandbox_server_commands_in_flight",
-			Help: "Commands running now, by API.",
-		}, []string{"api"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandbox_server_bytes_total",
-			Help: "Bytes received (in: HTTP request bodies, process stdin) and sent (out: HTTP response bodies, process stdout+stderr), by API.",
-		}, []string{"api", "direction"}),
+	fam := func(name, help, kind string) *metricFamily {
+		return &metricFamily{name: name, help: help, kind: kind, set: vm.NewSet()}
 	}
-	m.reg.MustRegister(m.commands, m.duration, m.inFlight, m.bytes,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	return &metrics{
+		commands: fam("sandbox_server_commands_total",
+			"Commands run, by API (legacy: POST /execute; process: the sandboxd ProcessService) and outcome (ok, exit_code, timeout, signal, error).", "counter"),
+		duration: fam("sandbox_server_exec_duration_seconds", "Wall time of each command, from start to exit, by API.", "histogram"),
+		inFlight: fam("sandbox_server_commands_in_flight", "Commands running now, by API.", "gauge"),
+		bytes: fam("sandbox_server_bytes_total",
+			"Bytes received (in: HTTP request bodies, process stdin) and sent (out: HTTP response bodies, process stdout+stderr), by API.", "counter"),
+	}
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		for _, f := range []*metricFamily{m.bytes, m.inFlight, m.commands, m.duration} {
+			f.write(w)
+		}
+		vm.WriteProcessMetrics(w)
+	})
 }
 
 // started counts a command in flight and returns the func that records its end.
 func (m *metrics) started(api string) func(outcome string) {
 	start := time.Now()
-	m.inFlight.WithLabelValues(api).Inc()
+	inFlight := m.inFlight.set.GetOrCreateGauge(m.inFlight.sample("api", api), nil)
+	inFlight.Inc()
 	return func(outcome string) {
-		m.inFlight.WithLabelValues(api).Dec()
-		m.duration.WithLabelValues(api).Observe(time.Since(start).Seconds())
-		m.commands.WithLabelValues(api, outcome).Inc()
+		inFlight.Dec()
+		m.duration.set.GetOrCreatePrometheusHistogramExt(m.duration.sample("api", api), durationBuckets).UpdateDuration(start)
+		m.commands.set.GetOrCreateCounter(m.commands.sample("api", api, "outcome", outcome)).Inc()
 	}
+}
+
+func (m *metrics) addBytes(api, direction string, n int64) {
+	m.bytes.set.GetOrCreateFloatCounter(m.bytes.sample("api", api, "direction", direction)).Add(float64(n))
 }
 
 // legacyOutcome classifies a POST /execute result.
@@ -91,7 +119,7 @@ func legacyOutcome(res *wire.ExecuteResponse, err error) string {
 func (m *metrics) CommandStarted() func(exitCode int, exited bool, outputBytes int64) {
 	end := m.started("process")
 	return func(exitCode int, exited bool, outputBytes int64) {
-		m.bytes.WithLabelValues("process", "out").Add(float64(outputBytes))
+		m.addBytes("process", "out", outputBytes)
 		switch {
 		case !exited:
 			end(outcomeError)
@@ -105,12 +133,12 @@ func (m *metrics) CommandStarted() func(exitCode int, exited bool, outputBytes i
 	}
 }
 
-func (m *metrics) StdinBytes(n int64) { m.bytes.WithLabelValues("process", "in").Add(float64(n)) }
+func (m *metrics) StdinBytes(n int64) { m.addBytes("process", "in", n) }
 
 // httpBytes records one legacy HTTP exchange's body sizes.
 func (m *metrics) httpBytes(in, out int64) {
 	if in > 0 {
-		m.bytes.WithLabelValues("legacy", "in").Add(float64(in))
+		m.addBytes("legacy", "in", in)
 	}
-	m.bytes.WithLabelValues("legacy", "out").Add(float64(out))
+	m.addBytes("legacy", "out", out)
 }
