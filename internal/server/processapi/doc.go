@@ -9,4 +9,10 @@
 // a command's whole process group when its client goes away and to report
 // signal deaths as 128+N. docs/sandboxd.md lists every difference from
 // upstream's standalone daemon.
+//
+// It links gRPC, so the runtime server does not import it: Main is the
+// companion binary cmd/sandbox-processapi, which sandbox-server starts on
+// the first connection to its sandboxd listeners and hands them over
+// (docs/sandboxd.md, "The companion process"). A program that re-executes
+// itself as the server calls Start in its own process instead.
 package processapi
