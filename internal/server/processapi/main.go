@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
 )
 
@@ -79,6 +81,16 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(*oomScoreAdj), 0o644); err != nil {
 			log.Warn("set oom_score_adj", "err", err)
 		}
+	}
+	// Not dumpable (after the write above, which needs /proc/self to stay
+	// ours): commands, which run as this uid, cannot ptrace this process
+	// or read its memory, and so cannot take over the API other commands'
+	// output goes through. They can still kill it; the runtime server
+	// starts a new one on the next connection. Commands are dumpable again
+	// once they execve a binary they can read.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Error("sandbox-processapi: prctl(PR_SET_DUMPABLE, 0)", "err", err)
+		return 1
 	}
 	cfg := Config{
 		GRPCAddr: *grpcAddr, RESTAddr: *restAddr, RootDir: *root, Logger: log,
