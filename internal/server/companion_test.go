@@ -256,3 +256,41 @@ func restGet(t *testing.T, sock, path string) (int, []byte) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, body
 }
+
+// BenchmarkFirstProcessAPICall is what the companion costs the first
+// ProcessService call of a server (it starts on that connection) against
+// a later call over a fresh connection, which finds it running:
+// first-call-ms and later-call-ms per server.
+func BenchmarkFirstProcessAPICall(b *testing.B) {
+	var first, later time.Duration
+	n := 0
+	for b.Loop() {
+		dir := b.TempDir()
+		grpcSock := filepath.Join(dir, "g.sock")
+		p := startBinary(b, []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + dir}, "--grpc-addr", "unix:"+grpcSock)
+		for i := range 2 {
+			conn, err := processclient.Dial("unix:" + grpcSock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_, err = processv1.NewProcessServiceClient(conn).Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"/bin/true"}}})
+			cancel()
+			conn.Close()
+			if err != nil {
+				b.Fatalf("Execute: %v\n%s", err, p.logs())
+			}
+			if i == 0 {
+				first += time.Since(start)
+			} else {
+				later += time.Since(start)
+			}
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		n++
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000/float64(n), "first-call-ms")
+	b.ReportMetric(float64(later.Microseconds())/1000/float64(n), "later-call-ms")
+}
