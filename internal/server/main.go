@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
 
 // Main runs the runtime server until ctx is done or the process gets
@@ -75,7 +75,7 @@ func Serve(ctx context.Context, cfg Config, ls Listeners) int {
 		return 1
 	}
 	defer srv.Close()
-	ln, err := listen(addr)
+	ln, err := sockets.Listen(addr)
 	if err != nil {
 		log.Error("sandbox-server: cannot listen", "addr", addr, "err", err)
 		return 1
@@ -137,16 +137,4 @@ func Serve(ctx context.Context, cfg Config, ls Listeners) int {
 	}
 	log.Info("stopped")
 	return 0
-}
-
-// listen opens addr: "unix:/path" for a unix socket (a stale socket file
-// is removed first), otherwise a TCP host:port.
-func listen(addr string) (net.Listener, error) {
-	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			_ = os.Remove(p)
-		}
-		return net.Listen("unix", p)
-	}
-	return net.Listen("tcp", addr)
 }
