@@ -12,6 +12,10 @@
 // POSIX message queues, ...). docs/local-backend.md lists the families and
 // why each allowed one is needed.
 //
+// ForgedFaultPolicy is a second, small policy: the deny list the runtime
+// server loads on itself as a sandbox's init (internal/server, --init),
+// refusing fault signals sent with a forged siginfo.
+//
 // The program is assembled by github.com/elastic/go-seccomp-bpf for the
 // architecture this binary runs on; calls from another ABI (i386 through
 // int 0x80, x32) are refused.

@@ -7,10 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
+	bpfseccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
 )
 
 // Running as the init (PID 1) of a sandbox's pid namespace (--init).
@@ -33,14 +37,14 @@ import (
 //     (/proc/1/mem), read /proc/1/environ or open its descriptors through
 //     /proc/1/fd. Commands get dumpable back when they execve a binary
 //     they can read;
+//   - refuses, for itself and every command, a fault signal (SIGSEGV,
+//     SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSTKFLT, SIGSYS) sent with a
+//     forged siginfo (rt_sigqueueinfo, rt_tgsigqueueinfo,
+//     pidfd_send_signal with an info argument): the Go runtime takes one
+//     for a real fault and crashes, handler or not. A seccomp filter of
+//     its own does it (seccomp.ForgedFaultPolicy), so it holds under any
+//     outer filter or none; the local backend's policy refuses the same;
 //   - ends the sandbox when its lifeline ends (--lifeline-fd).
-//
-// What this does not cover: a signal sent with a forged siginfo
-// (rt_sigqueueinfo, rt_tgsigqueueinfo, pidfd_send_signal with an info
-// argument) for a fault signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
-// SIGSTKFLT, SIGSYS) looks like a real fault to the Go runtime, which then
-// crashes. The local backend's seccomp policy refuses those calls for
-// those signals (internal/seccomp).
 
 // initSignals are the signals the server holds a handler for in init
 // mode. Left out: SIGKILL and SIGSTOP (never delivered to init from inside
@@ -69,6 +73,12 @@ func becomeInit(ctx context.Context, log *slog.Logger) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
 	}
+	if err := refuseForgedFaults(); err != nil {
+		// Only on a kernel without seccomp filters, where the local
+		// backend's own filter (which needs them too) must have been
+		// relaxed on purpose.
+		log.Warn("sandbox-server: cannot refuse forged fault signals; a command can crash the server with sigqueue(SIGSEGV)", "err", err)
+	}
 	sig := make(chan os.Signal, 16)
 	signal.Notify(sig, initSignals()...)
 	go func() {
@@ -83,6 +93,22 @@ func becomeInit(ctx context.Context, log *slog.Logger) error {
 		}
 	}()
 	return nil
+}
+
+// refuseForgedFaults installs seccomp.ForgedFaultPolicy on every thread
+// of this process (TSYNC); the commands it starts inherit it. It sets
+// no_new_privs, which a local sandbox (bubblewrap) and a pod with
+// allowPrivilegeEscalation: false have set already.
+func refuseForgedFaults() error {
+	p, err := seccomp.ForgedFaultPolicy()
+	if err != nil {
+		return err
+	}
+	// no_new_privs is set on the calling thread and must be set on the
+	// one that loads the filter; TSYNC then gives both to every thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return bpfseccomp.LoadFilter(bpfseccomp.Filter{NoNewPrivs: true, Flag: bpfseccomp.FilterFlagTSync, Policy: p})
 }
 
 // lifelineDetach is the line that tells the server to stop watching its

@@ -147,3 +147,66 @@ func TestBinaryLifeline(t *testing.T) {
 		}
 	})
 }
+
+// forgeMain sends signal os.Args[1] to PID 1 with a forged siginfo
+// (si_code SI_QUEUE) through rt_sigqueueinfo and prints the errno.
+const forgeMain = `package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+func main() {
+	sig, _ := strconv.Atoi(os.Args[1])
+	var info [128]byte
+	*(*int32)(unsafe.Pointer(&info[0])) = int32(sig)
+	*(*int32)(unsafe.Pointer(&info[8])) = -1 // SI_QUEUE
+	_, _, e := syscall.RawSyscall(syscall.SYS_RT_SIGQUEUEINFO, 1, uintptr(sig), uintptr(unsafe.Pointer(&info)))
+	fmt.Println(int(e))
+}
+`
+
+// TestBinaryInitRefusesForgedFaults: with --init the server and its
+// commands run under its own seccomp filter (and no_new_privs), which
+// refuses a fault signal with a forged siginfo: sent to PID 1 it would
+// crash the Go runtime. Other signals still go through (and are dropped).
+func TestBinaryInitRefusesForgedFaults(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(forgeMain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	forge := filepath.Join(dir, "forge")
+	build := exec.Command("go", "build", "-o", forge, filepath.Join(dir, "main.go"))
+	build.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the forging program: %v\n%s", err, out)
+	}
+
+	status := "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '"
+	p := startAsPID1(t, "--init")
+	if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": status}); res.Stdout != "NoNewPrivs: 1\nSeccomp: 2\n" {
+		t.Errorf("a command under --init: %q, want no_new_privs and a seccomp filter", res.Stdout)
+	}
+	for _, sig := range []int{4, 5, 7, 8, 11, 16, 31} {
+		res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": fmt.Sprintf("%s %d", forge, sig)})
+		if res.Stdout != fmt.Sprintf("%d\n", syscall.EPERM) {
+			t.Errorf("forged signal %d: %+v, want errno EPERM", sig, res)
+		}
+		p.alive(t, fmt.Sprintf("forged signal %d", sig))
+	}
+	for _, sig := range []int{1, 10, 15, 34, 64} {
+		if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": fmt.Sprintf("%s %d", forge, sig)}); res.Stdout != "0\n" {
+			t.Errorf("signal %d with SI_QUEUE: %+v, want sent (errno 0)", sig, res)
+		}
+		p.alive(t, fmt.Sprintf("signal %d with SI_QUEUE", sig))
+	}
+
+	plain := startBinary(t, os.Environ())
+	if res := plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": status}); !strings.Contains(res.Stdout, "Seccomp: 0") {
+		t.Errorf("a command without --init: %q, want no seccomp filter of the server's", res.Stdout)
+	}
+}
