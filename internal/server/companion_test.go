@@ -294,3 +294,21 @@ func BenchmarkFirstProcessAPICall(b *testing.B) {
 	b.ReportMetric(float64(first.Microseconds())/1000/float64(n), "first-call-ms")
 	b.ReportMetric(float64(later.Microseconds())/1000/float64(n), "later-call-ms")
 }
+
+// TestCompanionGetsTheServersLogLevel: the companion gets the level the
+// server settled on: an invalid --log-level falls back to info for both
+// (the companion would refuse the invalid value and fail every call).
+func TestCompanionGetsTheServersLogLevel(t *testing.T) {
+	p, _, restSock := startWithProcessAPI(t, "--log-level", "bogus")
+	if code, body := restGet(t, restSock, "/v1/health"); code != 200 {
+		t.Fatalf("health = %d %s\n%s", code, body, p.logs())
+	}
+	// The companion logs "sandboxd listening" at info once it serves.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.logs(), `"component":"sandbox-processapi"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no info line from the companion:\n%s", p.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

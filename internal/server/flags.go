@@ -258,7 +258,7 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		FallbackHome:    f.Home,
 		Reap:            f.Reap,
 		Log:             log,
-		LogLevel:        f.LogLevel,
+		LogLevel:        f.level().String(),
 		ProcessAPIBin:   f.ProcessAPIBin,
 	}
 	if cfg.FallbackHome == "" {
@@ -282,15 +282,21 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	return cfg, ls, nil
 }
 
+// level is f.LogLevel, or info when it is not a level.
+func (f *Flags) level() slog.Level {
+	var level slog.Level
+	if level.UnmarshalText([]byte(f.LogLevel)) != nil {
+		return slog.LevelInfo
+	}
+	return level
+}
+
 // logger returns the JSON logger at f.LogLevel (info, with a warning, when
 // the level is not one).
 func (f *Flags) logger(w io.Writer) *slog.Logger {
-	var level slog.Level
-	bad := level.UnmarshalText([]byte(f.LogLevel)) != nil
-	if bad {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	var probe slog.Level
+	bad := probe.UnmarshalText([]byte(f.LogLevel)) != nil
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.level()}))
 	if bad {
 		log.Warn("invalid log level; using info", "value", f.LogLevel)
 	}
