@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -27,9 +28,22 @@ func TestProcessAPICompanionInSandbox(t *testing.T) {
 	if res.Stdout != "sandbox-process\nenviron denied\nmem denied\n" {
 		t.Fatalf("the command's parent and what it can read of it:\n%s%s", res.Stdout, res.Stderr)
 	}
-	// A command kills the companion running it.
-	// Its stream breaks (an error, or no exit status): either is fine.
-	_, _ = ss.ExecStream(ctx, goruntime.ExecRequest{Command: "kill -KILL $PPID; sleep 5"}, func(goruntime.Chunk) {})
+	if err := ss.WriteFile(ctx, "keep.txt", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	// A command kills the companion running it (kill -9 -1 does too).
+	// Its stream breaks (an error, or no exit status): either is fine, but
+	// the error must not say the sandbox is gone: it is not, and callers
+	// (mcp-server) delete a sandbox that is.
+	for _, cmd := range []string{"kill -KILL $PPID; sleep 5", "kill -9 -1; sleep 5"} {
+		_, err := ss.ExecStream(ctx, goruntime.ExecRequest{Command: cmd}, func(goruntime.Chunk) {})
+		if errors.Is(err, goruntime.ErrSandboxGone) {
+			t.Fatalf("%q: the live sandbox was reported gone: %v", cmd, err)
+		}
+	}
+	if b, err := ss.ReadFile(ctx, "keep.txt"); err != nil || string(b) != "kept" {
+		t.Fatalf("keep.txt after the companion was killed: %q, %v", b, err)
+	}
 	var err error
 	for i := 0; i < 3; i++ {
 		var r *goruntime.ExecResult

@@ -69,6 +69,14 @@ func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn f
 	if gone := s.diagnose(ctx, context.Cause(cctx), err); gone != nil {
 		return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, gone)
 	}
+	if errors.Is(err, goruntime.ErrSandboxGone) {
+		// The transport called it gone (a streamed command's connection to
+		// the process API companion broke: a command can kill the companion,
+		// e.g. with kill -9 -1), but the server answers: the sandbox lives.
+		// Keep ErrSandboxGone out of the chain, or callers such as
+		// mcp-server delete a live sandbox and its files.
+		return fmt.Errorf("%s in local sandbox %s: the call's connection broke but the sandbox is still running and its files are intact (a command may have killed the process API companion that streamed it); this call's result is lost: %v", what, s.meta.ID, err)
+	}
 	return fmt.Errorf("%s in local sandbox %s: %w", what, s.meta.ID, err)
 }
 
