@@ -1,12 +1,15 @@
 package server
 
 import (
+	"archive/tar"
 	"bytes"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +72,57 @@ func BenchmarkUpload64MiB(b *testing.B) {
 		}
 	}
 	cpu.report(b)
+}
+
+// BenchmarkUnpackSmallFiles posts one tar archive of 5,000 files of 10
+// bytes each (20 directories) to the binary's /unpack, as the library
+// ships a call's files. Baseline: `tar -xf` of the same archive into a
+// fresh directory, run side by side.
+func BenchmarkUnpackSmallFiles(b *testing.B) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range 5000 {
+		name := fmt.Sprintf("d%d/f%d.go", i%20, i)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: 10}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tw.Write([]byte("package x\n")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	archive := buf.Bytes()
+	b.Run("unpack", func(b *testing.B) {
+		p := startBinary(b, os.Environ())
+		for b.Loop() {
+			resp, err := http.Post(p.url+"/unpack", "application/x-tar", bytes.NewReader(archive))
+			if err != nil {
+				b.Fatal(err)
+			}
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatalf("unpack: %d %s", resp.StatusCode, msg)
+			}
+		}
+	})
+	b.Run("tar-baseline", func(b *testing.B) {
+		if _, err := exec.LookPath("tar"); err != nil {
+			b.Skip("no tar on $PATH")
+		}
+		src := filepath.Join(b.TempDir(), "a.tar")
+		if err := os.WriteFile(src, archive, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			dir := b.TempDir()
+			if out, err := exec.Command("tar", "-xf", src, "-C", dir, "--no-same-owner", "-m").CombinedOutput(); err != nil {
+				b.Fatalf("tar: %v: %s", err, out)
+			}
+		}
+	})
 }
 
 // BenchmarkDownload64MiB reads a 64 MiB file back from the binary.

@@ -137,10 +137,21 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 	writeJSON(w, http.StatusOK, wire.Message{Message: fmt.Sprintf("File '%s' uploaded successfully.", name)})
 }
 
-// copyChunks copies src to dst in chunks of copyBufferSize, so the file
+// bufferSize is copyChunks' buffer for a file of at most limit bytes:
+// copyBufferSize, or less for a smaller file (one archive of 20,000 small
+// files allocated and cleared 20 GiB of buffers: 13-20 s, against 0.3 s
+// for tar -x of the same archive).
+func bufferSize(limit int64) int {
+	if limit < 0 || limit >= copyBufferSize {
+		return copyBufferSize
+	}
+	return int(limit) + 1
+}
+
+// copyChunks copies src to dst in chunks of size bytes, so the file
 // sees few large writes, and tells read errors from write errors.
-func copyChunks(dst io.Writer, src io.Reader) (n int64, readErr, writeErr error) {
-	buf := make([]byte, copyBufferSize)
+func copyChunks(dst io.Writer, src io.Reader, size int) (n int64, readErr, writeErr error) {
+	buf := make([]byte, size)
 	for {
 		// Fill the buffer; only io.EOF from src ends the copy cleanly (a
 		// truncated chunked body reports io.ErrUnexpectedEOF, an error).

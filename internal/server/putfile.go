@@ -63,7 +63,7 @@ func (s *Server) putFile(rel string, r io.Reader, perm fs.FileMode, limit int64)
 	if err != nil {
 		return 0, err
 	}
-	n, readErr, writeErr := copyChunks(f, io.LimitReader(r, limit+1))
+	n, readErr, writeErr := copyChunks(f, io.LimitReader(r, limit+1), bufferSize(limit))
 	if cerr := f.Close(); writeErr == nil {
 		writeErr = cerr
 	}
