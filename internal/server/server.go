@@ -195,7 +195,25 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Bad path encoding: %v", err))
 		return
 	}
+	s.keepBaseUsable()
 	handle(w, r, name)
+}
+
+// keepBaseUsable gives the base directory back its owner's read, write
+// and search bits when a command took them away (`chmod 000 /app`): as
+// the sandbox's user, every later command would then fail to start in it
+// and every file operation be refused, Reset included, and nothing in the
+// sandbox could undo it. The server runs as the directory's owner, so
+// this needs no privilege a command lacks.
+func (s *Server) keepBaseUsable() {
+	dir := s.root.Dir()
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&0o700 == 0o700 {
+		return
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()|0o700); err != nil {
+		s.log.Warn("restore the base directory's owner permissions", "dir", dir, "mode", fi.Mode().Perm(), "err", err)
+	}
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ string) {
