@@ -177,9 +177,20 @@ func copyChunks(dst io.Writer, src io.Reader, size int) (n int64, readErr, write
 	}
 }
 
+// uploadFailed answers a file that could not be written: 403 when the
+// sandbox's user may not, 409 for a symlink loop on its path, 507 when
+// the disk is full (naming the file asked for, not the temporary one),
+// else 500.
 func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
-	if errors.Is(err, fs.ErrPermission) {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
 		permissionDenied(w, name)
+		return
+	case errors.Is(err, syscall.ELOOP):
+		writeError(w, http.StatusConflict, wire.CodeConflict, fmt.Sprintf("Cannot write %q: a symlink loop is on its path (%v); remove the links", name, err))
+		return
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		writeError(w, http.StatusInsufficientStorage, wire.CodeNoSpace, fmt.Sprintf("No space left writing %q: the sandbox's disk quota (bytes or inodes) is used up; delete files with a command first", name))
 		return
 	}
 	s.log.Error("upload", "name", name, "err", err)

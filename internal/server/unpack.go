@@ -31,9 +31,10 @@ const tarSlack = 16 << 20
 // Answers: 200 with a wire.Message; 400 (bad_request) for a malformed
 // archive or an entry that is not a regular file or directory; 403
 // (path_escape) for a name outside the base directory; 409 (conflict)
-// when what earlier commands left is in the way; 413 (too_large) when the
-// files' content is over --max-upload-bytes; 500 for a failed write
-// (disk full).
+// when what earlier commands left is in the way (a symlink out or a
+// symlink loop, a file or directory); 413 (too_large) when the files'
+// content is over --max-upload-bytes; 507 (no_space) when the disk quota is
+// used up; 500 for another failed write.
 func (s *Server) unpack(w http.ResponseWriter, r *http.Request, _ string) {
 	if ct := r.Header.Get("Content-Type"); ct != "application/x-tar" {
 		writeError(w, http.StatusUnsupportedMediaType, wire.CodeBadRequest, fmt.Sprintf("want a tar archive with Content-Type application/x-tar, got %q", ct))

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -148,5 +149,28 @@ func TestUnpackRefuses(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(ts.Base, name)); err == nil {
 			t.Errorf("%s was created", name)
 		}
+	}
+}
+
+// TestWriteThroughSymlinkLoop: a symlink loop a command planted on a
+// file's path is a 409 naming it, for /unpack and /upload alike (it was a
+// 500).
+func TestWriteThroughSymlinkLoop(t *testing.T) {
+	ts := startServer(t, nil)
+	if res := ts.run(t, "ln -s loop1 loop2 && ln -s loop2 loop1"); res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	code, m := ts.unpack(t, tarOf(t, entry{name: "loop1/x.go", data: "x"}))
+	if code != http.StatusConflict || m.Code != wire.CodeConflict || !strings.Contains(m.Message, "symlink loop") {
+		t.Errorf("POST /unpack through a loop = %d %+v, want 409 naming the loop", code, m)
+	}
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	part, _ := mw.CreateFormFile("file", "loop1/y.go")
+	_, _ = part.Write([]byte("y"))
+	_ = mw.Close()
+	status, raw := ts.post(t, "/upload", mw.FormDataContentType(), body.Bytes())
+	if status != http.StatusConflict || !strings.Contains(string(raw), "symlink loop") {
+		t.Errorf("POST /upload through a loop = %d %s, want 409 naming the loop", status, raw)
 	}
 }

@@ -73,6 +73,9 @@ const (
 	// CodeConflict (409): the upload's target or a parent is the wrong
 	// kind of file.
 	CodeConflict ErrorCode = "conflict"
-	// CodeInternal (500): the server failed on its side (disk full, I/O).
+	// CodeNoSpace (507): a write failed because the file system holding
+	// the base directory is full (bytes or inodes: ENOSPC, EDQUOT).
+	CodeNoSpace ErrorCode = "no_space"
+	// CodeInternal (500): the server failed on its side (I/O).
 	CodeInternal ErrorCode = "internal"
 )

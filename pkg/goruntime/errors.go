@@ -12,6 +12,10 @@ var (
 	ErrPathEscape = errors.New("path escapes the sandbox work directory")
 	// ErrTooLarge: an upload or a request is over a size limit.
 	ErrTooLarge = errors.New("too large")
+	// ErrDiskFull: writing a file into the sandbox failed because its
+	// disk quota (bytes or inodes) is used up. Free space with a command
+	// (a call without files, e.g. `rm -rf big`) or Session.Reset.
+	ErrDiskFull = errors.New("the sandbox's disk is full")
 	// ErrSandboxNotFound: no sandbox has the ID given to Attach.
 	ErrSandboxNotFound = errors.New("sandbox not found")
 	// ErrSandboxGone: the sandbox died or was deleted while in use.

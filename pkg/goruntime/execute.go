@@ -165,6 +165,8 @@ func filesError(what string, files []File, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrDiskFull):
+		return fmt.Errorf("%s %d files: %w; the call's command did not run: free space with a call that sends no files (e.g. rm -rf of what filled it) or reset the sandbox, then send the files again", what, len(files), err)
 	case errors.Is(err, ErrTooLarge):
 		var total int64
 		for _, f := range files {

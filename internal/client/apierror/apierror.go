@@ -24,6 +24,7 @@ const permissionDeniedPrefix = "Permission denied"
 //	path_escape, 403                      -> goruntime.ErrPathEscape
 //	permission_denied, 403 "Permission…"  -> fs.ErrPermission
 //	too_large, 413                        -> goruntime.ErrTooLarge
+//	no_space, 507                         -> goruntime.ErrDiskFull
 //
 // The body's error_code decides; without one (upstream's runtime, an older
 // server, a proxy's page) the status does.
@@ -45,6 +46,8 @@ func Decode(status int, body []byte) (msg string, sentinel error) {
 		return msg, fs.ErrPermission
 	case wire.CodeTooLarge:
 		return msg, goruntime.ErrTooLarge
+	case wire.CodeNoSpace:
+		return msg, goruntime.ErrDiskFull
 	}
 	switch status {
 	case http.StatusNotFound:
@@ -56,6 +59,8 @@ func Decode(status int, body []byte) (msg string, sentinel error) {
 		return msg, goruntime.ErrPathEscape
 	case http.StatusRequestEntityTooLarge:
 		return msg, goruntime.ErrTooLarge
+	case http.StatusInsufficientStorage:
+		return msg, goruntime.ErrDiskFull
 	}
 	return msg, nil
 }

@@ -58,7 +58,7 @@ func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn f
 	err := fn(cctx)
 	cancel(nil)
 	<-watched
-	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) || errors.Is(err, fs.ErrPermission) {
+	if err == nil || errors.Is(err, goruntime.ErrNotExist) || errors.Is(err, goruntime.ErrPathEscape) || errors.Is(err, goruntime.ErrTooLarge) || errors.Is(err, goruntime.ErrDiskFull) || errors.Is(err, fs.ErrPermission) {
 		return err
 	}
 	if s.closedDuring() {
