@@ -26,6 +26,16 @@ func TestValidateFilesRefusesEscapes(t *testing.T) {
 	if err := ValidateFiles([]File{{Path: "a.go"}, {Path: "./a.go"}}); err == nil {
 		t.Error("ValidateFiles accepted the same path twice")
 	}
+	// A file and a file below it: the archive would write the first, then
+	// fail on the second, half done.
+	for _, files := range [][]File{{{Path: "a"}, {Path: "a/b.go"}}, {{Path: "x/y/z.go"}, {Path: "x/y"}}} {
+		if err := ValidateFiles(files); err == nil || !strings.Contains(err.Error(), "also given as a file") {
+			t.Errorf("ValidateFiles(%q, %q) = %v, want an error naming both", files[0].Path, files[1].Path, err)
+		}
+	}
+	if err := ValidateFiles([]File{{Path: "ab"}, {Path: "a/b.go"}, {Path: "a/c.go"}}); err != nil {
+		t.Errorf("ValidateFiles of siblings = %v", err)
+	}
 }
 
 func TestArchiveRoundTrip(t *testing.T) {

@@ -27,7 +27,9 @@ func CheckPath(p string) error {
 }
 
 // ValidateFiles checks that every path is relative, clean of ".." and
-// unique. Errors wrap ErrPathEscape and name the path.
+// unique, and that no path is also a parent directory of another (main.go
+// and main.go/x cannot both be written). Errors name the path; those for
+// a path leading outside the work directory wrap ErrPathEscape.
 func ValidateFiles(files []File) error {
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
@@ -54,6 +56,14 @@ func ValidateFiles(files []File) error {
 			return fmt.Errorf("file path %q given twice", p)
 		}
 		seen[clean] = true
+	}
+	for _, f := range files {
+		clean := path.Clean(f.Path)
+		for dir := path.Dir(clean); dir != "."; dir = path.Dir(dir) {
+			if seen[dir] {
+				return fmt.Errorf("file path %q is inside %q, which is also given as a file: send one or the other", f.Path, dir)
+			}
+		}
 	}
 	return nil
 }
