@@ -23,6 +23,7 @@ build: ## build every binary into bin/
 
 demo: ## install bubblewrap (apt), then run the demo's two flows in a local sandbox
 	bash scripts/install-deps.sh bubblewrap
+	@echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
 	$(GO) run ./cmd/demo --flow=$(FLOW)
 
 vet: ## go vet every package
