@@ -329,19 +329,7 @@ func TestBinarySIGTERMKillsCommandsAndExits(t *testing.T) {
 // a container: it must reap orphans without being a subreaper and shut
 // down cleanly on SIGTERM.
 func TestBinaryAsPID1(t *testing.T) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Fatal("unshare (util-linux) not found; install util-linux")
-	}
-	p := startWrapped(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, os.Environ())
-	if !strings.Contains(p.logs(), `"pid":1,`) {
-		t.Fatalf("server is not PID 1 in its namespace:\n%s", p.logs())
-	}
-	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.cmd.Process.Pid, p.cmd.Process.Pid))
-	var server int
-	if _, err := fmt.Sscan(string(kids), &server); err != nil {
-		t.Fatalf("find the server under unshare: %q", kids)
-	}
+	p, server := startAsPID1(t)
 	tok := sleepToken()
 	t.Cleanup(func() { killArg(tok) })
 	res := p.execute(t, http.DefaultClient, p.url, map[string]any{

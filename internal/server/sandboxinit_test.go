@@ -13,8 +13,9 @@ import (
 )
 
 // startAsPID1 runs the server binary as PID 1 of a new pid namespace
-// (unshare), as a local sandbox does, with args.
-func startAsPID1(t *testing.T, args ...string) *proc {
+// (unshare), as a local sandbox does, with args, and returns it with the
+// server's host pid.
+func startAsPID1(t *testing.T, args ...string) (*proc, int) {
 	t.Helper()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
@@ -32,7 +33,7 @@ func startAsPID1(t *testing.T, args ...string) *proc {
 	// Killing unshare leaves its child running; with --init only SIGKILL
 	// from outside the namespace ends the server.
 	t.Cleanup(func() { _ = syscall.Kill(server, syscall.SIGKILL) })
-	return p
+	return p, server
 }
 
 // alive fails t unless p still answers a command.
@@ -53,7 +54,7 @@ func (p *proc) alive(t *testing.T, after string) {
 // sends the server (each of 1..64, at PID 1 and at -1) ends or stops it;
 // without --init, SIGTERM from a command shuts it down.
 func TestBinaryInitHoldsSignals(t *testing.T) {
-	p := startAsPID1(t, "--init")
+	p, _ := startAsPID1(t, "--init")
 	for sig := 1; sig <= 64; sig++ {
 		for _, target := range []string{"1", "-1"} {
 			cmd := fmt.Sprintf("kill -%d %s", sig, target)
@@ -62,7 +63,7 @@ func TestBinaryInitHoldsSignals(t *testing.T) {
 		}
 	}
 
-	plain := startAsPID1(t)
+	plain, _ := startAsPID1(t)
 	plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": "kill -TERM 1"})
 	select {
 	case <-plain.exited:
@@ -187,7 +188,7 @@ func TestBinaryInitRefusesForgedFaults(t *testing.T) {
 	}
 
 	status := "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '"
-	p := startAsPID1(t, "--init")
+	p, _ := startAsPID1(t, "--init")
 	if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": status}); res.Stdout != "NoNewPrivs: 1\nSeccomp: 2\n" {
 		t.Errorf("a command under --init: %q, want no_new_privs and a seccomp filter", res.Stdout)
 	}
