@@ -3,9 +3,13 @@ package local
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -15,6 +19,27 @@ import (
 // starts it at the warm pool's CPU weight.
 func (o Options) cgroupLimits(pooled bool) cgroupLimits {
 	return cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
+}
+
+// setRlimits gives the process pid (the gate, before it becomes
+// bubblewrap, so every sandbox process inherits them) the sandbox's
+// per-process limits: the largest file it may write (RLIMIT_FSIZE) and the
+// files it may have open (RLIMIT_NOFILE), soft and hard alike so that no
+// process in the sandbox can raise them.
+func (o Options) setRlimits(pid int) error {
+	for _, l := range []struct {
+		name     string
+		resource int
+		value    uint64
+	}{
+		{"file size", unix.RLIMIT_FSIZE, uint64(o.FileSizeBytes)},
+		{"open-file", unix.RLIMIT_NOFILE, uint64(o.OpenFiles)},
+	} {
+		if err := unix.Prlimit(pid, l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}, nil); err != nil {
+			return fmt.Errorf("set the sandbox's %s limit to %d: %w", l.name, l.value, err)
+		}
+	}
+	return nil
 }
 
 // hitFileSize reports whether a finished command ran into the file size
@@ -96,4 +121,37 @@ func (b *Backend) limitNote(l goruntime.Limit) string {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes, --processes); what the command left running was killed.]\n", b.opts.Processes)
 	}
 	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes, --memory-mb); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
+}
+
+// fileTableShare is how much of the host's open-file table one sandbox may
+// take at most by default: 1/fileTableShare of fs.file-max.
+const fileTableShare = 16
+
+// defaultOpenFiles is Options.OpenFiles's default for a host whose
+// open-file table holds fileMax files and sandboxes of tasks tasks each:
+// DefaultOpenFiles, or less where tasks*DefaultOpenFiles would pass
+// 1/fileTableShare of the table, but never below MinOpenFiles. Threads
+// share their process's descriptor table, so tasks*OpenFiles bounds the
+// descriptors a sandbox holds. fileMax <= 0 (unknown) gives
+// DefaultOpenFiles.
+func defaultOpenFiles(fileMax int64, tasks int) int {
+	if fileMax <= 0 || tasks <= 0 {
+		return DefaultOpenFiles
+	}
+	n := fileMax / fileTableShare / int64(tasks)
+	return int(max(MinOpenFiles, min(DefaultOpenFiles, n)))
+}
+
+// hostFileMax returns fs.file-max, the size of the host's open-file
+// table, or 0 when it cannot be read.
+func hostFileMax() int64 {
+	data, err := os.ReadFile("/proc/sys/fs/file-max")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -117,9 +115,8 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err := cg.add(pid); err != nil {
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
-	fsize := uint64(b.opts.FileSizeBytes)
-	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: fsize, Max: fsize}, nil); err != nil {
-		return fail(fmt.Errorf("set file size limit: %w", err))
+	if err := b.opts.setRlimits(pid); err != nil {
+		return fail(err)
 	}
 	if _, err := gateW.Write([]byte("go\n")); err != nil {
 		return fail(fmt.Errorf("release bubblewrap: %w", err))

@@ -77,6 +77,16 @@ type Options struct {
 	// Default 1 GiB.
 	FileSizeBytes int64
 
+	// OpenFiles caps the files each process of a sandbox may have open at
+	// once (RLIMIT_NOFILE, soft and hard); an open past it fails with
+	// EMFILE ("too many open files"). With the task limit it bounds what
+	// one sandbox can take of the host's open-file table (fs.file-max,
+	// shared by every process on the host): (Processes + OwnTasks) *
+	// OpenFiles. Default: DefaultOpenFiles, lowered on hosts with a small
+	// table so that bound stays within 1/16 of fs.file-max
+	// (defaultOpenFiles), but never below MinOpenFiles.
+	OpenFiles int
+
 	// OutputBytes caps each output stream (stdout, stderr) the server
 	// returns for one command; the rest is dropped and reported as
 	// truncated. Default 8 MiB (the agent-sandbox SDK decodes at most
@@ -155,6 +165,7 @@ const (
 	DefaultMemoryBytes   = 1 << 30
 	DefaultProcesses     = 512
 	DefaultFileSizeBytes = 1 << 30
+	DefaultOpenFiles     = 1024
 	DefaultOutputBytes   = 8 << 20
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultStartTimeout  = 15 * time.Second
@@ -188,6 +199,10 @@ const (
 	// small Go program (the go command alone runs about a dozen threads)
 	// need that many.
 	MinProcesses = 16
+	// MinOpenFiles is the smallest OpenFiles New accepts and the floor
+	// of the default: the go command, a compiler and a linker running at
+	// once need about a hundred.
+	MinOpenFiles = 256
 	// OwnTasks is the sandbox's own tasks, which Processes does not
 	// count: the runtime server's threads (serverOSThreads it starts up
 	// front, the Go runtime's sysmon, template and signal threads),
@@ -214,6 +229,9 @@ func (o Options) validate() error {
 	case o.Processes < MinProcesses:
 		return fmt.Errorf("local backend: process limit %d (Options.Processes, --processes) is below the minimum of %d: "+
 			"a shell and a small Go program need about that many tasks (processes and threads)", o.Processes, MinProcesses)
+	case o.OpenFiles < MinOpenFiles:
+		return fmt.Errorf("local backend: open-file limit %d (Options.OpenFiles, --open-files) is below the minimum of %d: "+
+			"the go command, the compiler and the linker need about that many at once", o.OpenFiles, MinOpenFiles)
 	case o.DiskBytes < MinDiskBytes:
 		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, --disk-mb=%d) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
 	case o.DiskInodes < MinDiskInodes:
@@ -248,6 +266,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FileSizeBytes <= 0 {
 		o.FileSizeBytes = DefaultFileSizeBytes
+	}
+	if o.OpenFiles == 0 {
+		o.OpenFiles = defaultOpenFiles(hostFileMax(), o.Processes+OwnTasks)
 	}
 	if o.OutputBytes <= 0 {
 		o.OutputBytes = DefaultOutputBytes

@@ -1,0 +1,204 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// The tests in this file try to make one sandbox take a host-wide
+// resource from the host and from every other sandbox (the inventory in
+// docs/local-backend.md, "What one sandbox can take from the host"), and
+// check that the host keeps the share the backend promises while a
+// second sandbox still runs `go run`.
+
+// fileHog starts up to 60 child processes (itself, re-executed) that each
+// open /dev/null until an open fails (at most 5000 times), prints
+// "child <opened> <error>" for each, touches /app/ready and holds the
+// files until /app/release exists.
+const fileHog = `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func waitFor(name string) {
+	for i := 0; i < 12000; i++ {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		var held []*os.File
+		var failure error
+		for len(held) < 5000 {
+			f, err := os.Open("/dev/null")
+			if err != nil {
+				failure = err
+				break
+			}
+			held = append(held, f)
+		}
+		fmt.Println(len(held), failure)
+		waitFor("/app/release")
+		return
+	}
+	var kids []*exec.Cmd
+	for i := 0; i < 60; i++ {
+		c := exec.Command("/proc/self/exe", "child")
+		c.Env = append(os.Environ(), "GOMAXPROCS=1")
+		out, _ := c.StdoutPipe()
+		if err := c.Start(); err != nil {
+			fmt.Println("start:", err)
+			break
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			fmt.Println("child died:", err)
+			break
+		}
+		fmt.Print("child ", line)
+		kids = append(kids, c)
+	}
+	os.WriteFile("/app/ready", nil, 0o644)
+	waitFor("/app/release")
+	for _, c := range kids {
+		c.Wait()
+	}
+}
+`
+
+// fileTableUse returns the host's allocated file handles and the table's
+// size (fs.file-max), from /proc/sys/fs/file-nr.
+func fileTableUse(t *testing.T) (used, max int64) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/sys/fs/file-nr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 3 {
+		t.Fatalf("file-nr: %q", data)
+	}
+	used, _ = strconv.ParseInt(f[0], 10, 64)
+	max, _ = strconv.ParseInt(f[2], 10, 64)
+	return used, max
+}
+
+// hostile runs command in s in the background until the test releases it
+// (or ends): it waits for /app/ready, then returns a release function that
+// creates /app/release and waits for the command's result.
+func hostile(t *testing.T, s *goruntime.Session, req goruntime.Request) (release func() *goruntime.Result) {
+	t.Helper()
+	app := filepath.Join(s.Sandbox().(*local.Sandbox).Dir(), "app")
+	var (
+		res  *goruntime.Result
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		res, err = s.Execute(context.Background(), req)
+	}()
+	var once sync.Once
+	release = func() *goruntime.Result {
+		once.Do(func() {
+			if werr := os.WriteFile(filepath.Join(app, "release"), nil, 0o644); werr != nil {
+				t.Errorf("release the hostile command: %v", werr)
+			}
+			<-done
+		})
+		if err != nil {
+			t.Fatalf("hostile command: %v", err)
+		}
+		return res
+	}
+	t.Cleanup(func() { release() })
+	for {
+		if _, err := os.Stat(filepath.Join(app, "ready")); err == nil {
+			return release
+		}
+		select {
+		case <-done:
+			t.Fatalf("hostile command ended before it was ready: %v\nstdout: %s\nstderr: %s", err, res.Stdout, res.Stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestOpenFileTableShare: a sandbox whose processes open files until they
+// cannot holds at most 1/16 of the host's open-file table (each process
+// stops at Options.OpenFiles with EMFILE), while a second sandbox runs
+// `go run`. Before RLIMIT_NOFILE was set, sandboxes inherited the host's
+// limit (20000 on these machines) and 130 processes filled the table.
+func TestOpenFileTableShare(t *testing.T) {
+	b := newBackend(t, testOptions())
+	hog, other := openSession(t, b), openSession(t, b)
+	before, fileMax := fileTableUse(t)
+	release := hostile(t, hog, goruntime.Request{
+		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(fileHog)}},
+		Command: "cd hog && go build -o /tmp/hog main.go && /tmp/hog",
+		Timeout: 3 * time.Minute,
+	})
+	held, _ := fileTableUse(t)
+	res := mustOK(t, other, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
+	if !strings.Contains(res.Stdout, "hello, world") {
+		t.Errorf("second sandbox's go run: %q", res.Stdout)
+	}
+	out := release().Stdout
+
+	share := fileMax / 16
+	t.Logf("host open files: %d before, %d while the sandbox held its files (table %d, the promised share %d)", before, held, fileMax, share)
+	if held-before > share {
+		t.Errorf("one sandbox took %d of the host's %d open files: more than 1/16 (%d)", held-before, fileMax, share)
+	}
+	children := 0
+	for line := range strings.Lines(out) {
+		rest, ok := strings.CutPrefix(line, "child ")
+		if !ok {
+			continue
+		}
+		children++
+		n, failure, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		if opened, _ := strconv.Atoi(n); opened >= 5000 || !strings.Contains(failure, "too many open files") {
+			t.Fatalf("a process in the sandbox opened %s files and then %q; want EMFILE (\"too many open files\") below the open-file limit", n, failure)
+		}
+	}
+	if children < 10 {
+		t.Fatalf("only %d child processes started; output:\n%s", children, out)
+	}
+}
+
+// TestOpenFilesOption: Options.OpenFiles is each sandbox process's
+// RLIMIT_NOFILE, soft and hard, so a command cannot raise it; New
+// refuses one below MinOpenFiles.
+func TestOpenFilesOption(t *testing.T) {
+	opts := testOptions()
+	opts.OpenFiles = 300
+	s := openSession(t, newBackend(t, opts))
+	res := mustOK(t, s, goruntime.Request{Command: "ulimit -Sn; ulimit -Hn; ulimit -n 301 2>&1 || echo refused"})
+	if got := strings.Fields(res.Stdout); len(got) < 3 || got[0] != "300" || got[1] != "300" || got[len(got)-1] != "refused" {
+		t.Errorf("ulimit -Sn, -Hn, raising it: %q; want 300, 300, refused", res.Stdout)
+	}
+	opts.OpenFiles = local.MinOpenFiles - 1
+	if _, err := local.New(opts); err == nil || !strings.Contains(err.Error(), "Options.OpenFiles") {
+		t.Errorf("New with OpenFiles %d: %v; want an error naming Options.OpenFiles", opts.OpenFiles, err)
+	}
+}
+
