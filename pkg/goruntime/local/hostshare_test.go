@@ -201,4 +201,3 @@ func TestOpenFilesOption(t *testing.T) {
 		t.Errorf("New with OpenFiles %d: %v; want an error naming Options.OpenFiles", opts.OpenFiles, err)
 	}
 }
-
