@@ -29,6 +29,7 @@ type Flags struct {
 	Reap            bool    // --reap, SANDBOX_REAP
 	ShutdownTimeout Seconds // --shutdown-timeout, SANDBOX_SHUTDOWN_TIMEOUT_SECONDS
 	LogLevel        string  // --log-level, SANDBOX_LOG_LEVEL
+	LogMaxBytes     int64   // --log-max-bytes, SANDBOX_LOG_MAX_BYTES
 	GRPCAddr        string  // --grpc-addr, SANDBOXD_GRPC_ADDR; empty: off
 	RESTAddr        string  // --rest-addr, SANDBOXD_REST_ADDR; empty: off
 	// ProcessAPIBin is --process-api-bin, SANDBOX_PROCESS_API_BIN: the
@@ -100,6 +101,7 @@ func Defaults() Flags {
 		Reap:            true,
 		ShutdownTimeout: Seconds{D: 10 * time.Second},
 		LogLevel:        "info",
+		LogMaxBytes:     8 << 20,
 		OSThreads:       16,
 		LifelineFD:      -1,
 	}
@@ -159,6 +161,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	fs.Var((*strictBool)(&f.Reap), "reap", "reap orphaned processes: as PID 1, or else as a child subreaper (PR_SET_CHILD_SUBREAPER)"+envNote("SANDBOX_REAP"))
 	secs(&f.ShutdownTimeout, "shutdown-timeout", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "seconds to wait for in-flight requests after SIGTERM (running commands are killed at once)")
 	str(&f.LogLevel, "log-level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error (JSON lines on stderr)")
+	bytes(&f.LogMaxBytes, "log-max-bytes", "SANDBOX_LOG_MAX_BYTES", "when stderr is a regular file: empty it each time it grows past this many bytes, keeping the latest lines (commands decide how much the server logs; a file that only grows would fill the disk it is on); 0: no cap")
 	str(&f.GRPCAddr, "grpc-addr", "SANDBOXD_GRPC_ADDR", "also serve the sandboxd ProcessService (gRPC) here: host:port or unix:/path/to.sock; empty: off. The server listens; the "+ProcessAPIName+" companion serves, started on the first connection (docs/sandboxd.md)")
 	str(&f.RESTAddr, "rest-addr", "SANDBOXD_REST_ADDR", "also serve the sandboxd REST API (/v1/files, /v1/health, /v1/metadata) here: host:port or unix:/path/to.sock; empty: off. Served by the companion, as --grpc-addr")
 	str(&f.ProcessAPIBin, "process-api-bin", "SANDBOX_PROCESS_API_BIN", "the "+ProcessAPIName+" binary that serves --grpc-addr and --rest-addr (default: next to this executable); the server refuses to start with either set and the binary missing")

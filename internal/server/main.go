@@ -45,12 +45,14 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "sandbox-server: unexpected arguments: %q\n", fset.Args())
 		return 2
 	}
-	log := f.logger(stderr)
+	logw := capLog(stderr, f.LogMaxBytes)
+	log := f.logger(logw)
 	cfg, ls, err := f.Validate(fset, getenv, log)
 	if err != nil {
 		log.Error("sandbox-server: bad setting", "err", err)
 		return 2
 	}
+	cfg.CompanionStderr = logw
 	cfg.Environ = os.Environ()
 	cfg.ProcessAPI = processAPI
 	reserveOSThreads(f.OSThreads)

@@ -35,6 +35,9 @@ const (
 	// refuseTimeout bounds reading the request of a REST connection that
 	// is answered 503 because the companion cannot run.
 	refuseTimeout = 2 * time.Second
+	// stderrDrain bounds copying the companion's last log lines once it
+	// has exited (processAPIHost.stderr).
+	stderrDrain = 2 * time.Second
 )
 
 // processAPIHost keeps the process API's listeners in the lean server and
@@ -55,7 +58,11 @@ type processAPIHost struct {
 	procs procStarter
 	mets  *metrics
 	log   *slog.Logger
-	lns   []listenerFile
+	// stderr receives the companion's logs; nil: this process's stderr.
+	// Any other writer than an *os.File is fed through a pipe that Wait
+	// drains for at most stderrDrain once the companion has exited.
+	stderr io.Writer
+	lns    []listenerFile
 
 	wakeR, wakeW *os.File // a byte on wakeW ends a poll: the server stops
 	cancel       context.CancelFunc
@@ -174,7 +181,10 @@ func (h *processAPIHost) serveOnce(ctx context.Context) (started bool, err error
 	files = append(files, ew)
 	cmd := exec.Command(h.bin, args...)
 	cmd.Env = h.env
-	cmd.Stderr = os.Stderr
+	cmd.Stderr, cmd.WaitDelay = h.stderr, stderrDrain
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	cmd.ExtraFiles = files
 	// The parent-death signal follows the thread that forks: keep this
 	// goroutine on it until the companion is gone.

@@ -57,6 +57,9 @@ type Config struct {
 	// LogLevel is passed to the process API companion ("" : its default,
 	// info).
 	LogLevel string
+	// CompanionStderr is where the process API companion's stderr (its
+	// logs) goes; nil: this process's stderr.
+	CompanionStderr io.Writer
 	// ProcessAPIBin is the process API companion binary
 	// (cmd/sandbox-processapi) started on the first connection to the
 	// sandboxd listeners; empty: ProcessAPIName next to this executable.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -435,7 +436,17 @@ func validID(id string) bool {
 
 // tail returns the last n bytes of a file, for error messages.
 func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	// Only the end is read: the sandbox's commands decide how long the
+	// server's log is.
+	if fi, err := f.Stat(); err == nil && fi.Size() > int64(n)+1 {
+		_, _ = f.Seek(fi.Size()-int64(n)-1, io.SeekStart)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(n)+1))
 	if err != nil {
 		return ""
 	}

@@ -201,3 +201,88 @@ func TestOpenFilesOption(t *testing.T) {
 		t.Errorf("New with OpenFiles %d: %v; want an error naming Options.OpenFiles", opts.OpenFiles, err)
 	}
 }
+
+// logFlood asks the sandbox's own runtime server, over its socket, for
+// a missing file with a long name 40000 times from 4 connections: each
+// request is a line in the server's log.
+const logFlood = `package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+func main() {
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", "/run/sandbox/server.sock")
+	}}}
+	url := "http://sandbox/download/" + strings.Repeat("A", 3000)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10000; i++ {
+				resp, err := c.Get(url)
+				if err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("failed", failed)
+}
+`
+
+// TestServerLogFloodBounded: a command flooding its own server with
+// requests cannot grow the server's log on the host past the server's
+// cap (--log-max-bytes, 8 MiB), and the log is on the sandbox's disk, so
+// even a server a command took over stays within the disk quota. Before,
+// the log grew by ~6 MiB/s outside the quota.
+func TestServerLogFloodBounded(t *testing.T) {
+	b := newBackend(t, testOptions())
+	s := openSession(t, b)
+	res := mustOK(t, s, goruntime.Request{
+		Files:   []goruntime.File{{Path: "flood/main.go", Data: []byte(logFlood)}},
+		Command: "cd flood && go run main.go",
+		Timeout: 3 * time.Minute,
+	})
+	if !strings.Contains(res.Stdout, "failed 0") {
+		t.Fatalf("flood: %q", res.Stdout)
+	}
+	logPath := filepath.Join(s.Sandbox().(*local.Sandbox).Dir(), "log", "server.log")
+	fi, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capBytes, line = 8 << 20, 4 << 10
+	t.Logf("server.log after 40000 requests: %d bytes", fi.Size())
+	if fi.Size() > capBytes+line {
+		t.Errorf("server.log grew to %d bytes; the cap is %d", fi.Size(), capBytes)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "log emptied") {
+		t.Errorf("the flood (%d bytes of log) never reached the cap: the test proves nothing", fi.Size())
+	}
+	// The log is on the sandbox's disk: a full log is the sandbox's own
+	// problem, never the host's.
+	if real, err := filepath.EvalSymlinks(logPath); err != nil || !strings.Contains(real, string(filepath.Separator)+"disks"+string(filepath.Separator)) {
+		t.Errorf("server.log is at %s (%v); want it on the sandbox's disk (under the state directory's disks/)", real, err)
+	}
+}

@@ -59,7 +59,10 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		}
 	}()
 
-	logf, err := os.OpenFile(l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err := os.MkdirAll(l.logDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create server log directory: %w", err)
+	}
+	logf, err := os.OpenFile(l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create server log: %w", err)
 	}

@@ -44,5 +44,13 @@ func (l layout) etc() string        { return filepath.Join(l.data(), "etc") }
 func (l layout) socket() string     { return filepath.Join(l.run(), socketName) }
 func (l layout) grpcSocket() string { return filepath.Join(l.run(), grpcSocketName) }
 func (l layout) meta() string       { return filepath.Join(l.dir, "sandbox.json") }
-func (l layout) log() string        { return filepath.Join(l.dir, "server.log") }
 func (l layout) gocache() string    { return filepath.Join(l.home(), ".cache", "go-build") }
+
+// logDir holds the runtime server's log, server.log (its stderr, and its
+// companion's). It is on the sandbox's disk when it has one, so the log
+// counts against the disk quota: a command can make the server log as much
+// as it likes (the server caps the file itself, --log-max-bytes, and the
+// quota holds even if a command took the server over). Not bound into
+// the sandbox. Dir()/log reaches it either way (storage.go).
+func (l layout) logDir() string { return filepath.Join(l.data(), "log") }
+func (l layout) log() string    { return filepath.Join(l.logDir(), "server.log") }

@@ -50,7 +50,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		st.disk = &d
 		l.disk = d.Dir
 		// Dir()/app and friends keep working for host-side callers.
-		for _, name := range []string{"app", "home", "tmp", "run"} {
+		for _, name := range []string{"app", "home", "tmp", "run", "log"} {
 			if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
 				return st, err
 			}
