@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -210,6 +211,7 @@ const logFlood = `package main
 import (
 	"context"
 	"fmt"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -285,4 +287,71 @@ func TestServerLogFloodBounded(t *testing.T) {
 	if real, err := filepath.EvalSymlinks(logPath); err != nil || !strings.Contains(real, string(filepath.Separator)+"disks"+string(filepath.Separator)) {
 		t.Errorf("server.log is at %s (%v); want it on the sandbox's disk (under the state directory's disks/)", real, err)
 	}
+}
+
+// ptyHog opens /dev/ptmx until it fails (at most 4000 times), prints
+// "ptys <opened> <error>", touches /app/ready and holds them until
+// /app/release exists.
+const ptyHog = `package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+func main() {
+	var held []*os.File
+	var failure error
+	for len(held) < 4000 {
+		f, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+		if err != nil {
+			failure = err
+			break
+		}
+		held = append(held, f)
+	}
+	fmt.Println("ptys", len(held), failure)
+	os.WriteFile("/app/ready", nil, 0o644)
+	for i := 0; i < 12000; i++ {
+		if _, err := os.Stat("/app/release"); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+`
+
+// TestPtyShare: a sandbox opening pseudo-terminals until it cannot stops
+// at its own cap, and a second sandbox still gets one. Before, one
+// sandbox took all 3071 the host's pool had for sandboxes, and another's
+// open("/dev/ptmx") failed with ENOSPC.
+func TestPtyShare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the pty cap needs root (docs/local-backend.md, the inventory)")
+	}
+	b := newBackend(t, testOptions())
+	hog, other := openSession(t, b), openSession(t, b)
+	release := hostile(t, hog, goruntime.Request{
+		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(ptyHog)}},
+		Command: "cd hog && go run main.go",
+		Timeout: 3 * time.Minute,
+	})
+	res := mustOK(t, other, goruntime.Request{
+		Files:   []goruntime.File{{Path: "one/main.go", Data: []byte(strings.Replace(ptyHog, "len(held) < 4000", "len(held) < 1", 1))}},
+		Command: "cd one && touch /app/release && go run main.go",
+	})
+	if !strings.Contains(res.Stdout, "ptys 1 <nil>") {
+		t.Errorf("the second sandbox could not open a pty while the first held all it could: %q", res.Stdout)
+	}
+	out := release().Stdout
+	var opened int
+	var failure string
+	if _, err := fmt.Sscanf(out, "ptys %d %s", &opened, &failure); err != nil {
+		t.Fatalf("pty hog's output %q: %v", out, err)
+	}
+	if opened == 0 || opened > 64 || !strings.Contains(out, "no space left on device") {
+		t.Errorf("the sandbox opened %d ptys, then %q; want its cap (a few dozen), then ENOSPC", opened, strings.TrimSpace(out))
+	}
+	t.Logf("one sandbox: %d ptys, then %s", opened, failure)
 }

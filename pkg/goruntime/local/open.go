@@ -147,6 +147,13 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if st, err := procfs.ReadStat(s.meta.Server); err == nil {
 		s.meta.ServerAt = st.StartTime
 	}
+	// No command has run yet: only Open's caller can start one.
+	if os.Geteuid() == 0 {
+		if err := capPtys(s.meta.Server); err != nil {
+			s.cl.close()
+			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+		}
+	}
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {
 		s.cl.close()
