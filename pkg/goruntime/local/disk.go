@@ -87,6 +87,9 @@ func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error)
 	if strings.ContainsAny(seed, ",:\\") {
 		return d, fmt.Errorf("seed build cache path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", seed)
 	}
+	if err := b.checkHostSpace(); err != nil {
+		return d, err
+	}
 	id := newID()
 	d = diskByID(b.disksDir(), id)
 	if err := os.MkdirAll(filepath.Dir(d.Dir), 0o711); err != nil {
@@ -168,6 +171,31 @@ func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error)
 		return d, fmt.Errorf("mount the build cache overlay (%s): %w", opts, err)
 	}
 	return d, nil
+}
+
+// checkHostSpace refuses a new disk image when the file system that holds
+// the images has less than Options.DiskBytes free. The images are sparse:
+// a sandbox's disk takes host space only as the sandbox writes, so live
+// sandboxes together may be promised more than the host has (docs/
+// local-backend.md, "What one sandbox can take from the host"). This
+// check keeps a host that is already nearly full from taking sandboxes
+// that could not fill even their own quota, and from being filled to
+// the last byte by them.
+func (b *Backend) checkHostSpace() error {
+	dir := b.disksDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create disk image directory: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("free space for disk images in %s: %w", dir, err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < b.opts.DiskBytes {
+		return fmt.Errorf("the file system of %s has %d MiB free, less than one sandbox's disk quota of %d MiB: "+
+			"free space there, move the state directory (Options.StateDir, --state-dir) or lower the quota (Options.DiskBytes, --disk-mb)",
+			dir, free>>20, b.opts.DiskBytes>>20)
+	}
+	return nil
 }
 
 // claimDisk takes a ready disk from the spare pool, or makes one, and

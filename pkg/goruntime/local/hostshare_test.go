@@ -2,12 +2,14 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,6 +212,7 @@ const logFlood = `package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"fmt"
 	"io"
@@ -354,4 +357,46 @@ func TestPtyShare(t *testing.T) {
 		t.Errorf("the sandbox opened %d ptys, then %q; want its cap (a few dozen), then ENOSPC", opened, strings.TrimSpace(out))
 	}
 	t.Logf("one sandbox: %d ptys, then %s", opened, failure)
+}
+
+// TestDiskRefusedWhenHostIsFull: a sandbox whose disk quota is more than
+// the host has free is refused with an error naming the free space and
+// the settings, and nothing is left behind; before, its sparse image was
+// made and mounted, and filling it would have filled the host.
+func TestDiskRefusedWhenHostIsFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the disk quota needs root")
+	}
+	opts := testOptions()
+	state := opts.StateDir
+	if state == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = filepath.Join(cache, "go-runtime-sandbox")
+	}
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(state, &st); err != nil {
+		t.Fatal(err)
+	}
+	// A quota of 1 GiB more than the host has free: an image this size
+	// can be made (it is sparse), but never filled.
+	opts.DiskBytes = int64(st.Bavail)*st.Bsize + 1<<30
+	b := newBackend(t, opts)
+	_, err := goruntime.Open(context.Background(), b, goruntime.Options{})
+	if err == nil || !errors.Is(err, goruntime.ErrUnavailable) || !strings.Contains(err.Error(), "MiB free, less than one sandbox's disk quota") ||
+		!strings.Contains(err.Error(), "--disk-mb") {
+		t.Fatalf("Open with a disk quota of %d MiB: %v; want ErrUnavailable naming the free space and --disk-mb", opts.DiskBytes>>20, err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(state, "disks", "*.img")); len(entries) > 0 {
+		for _, e := range entries {
+			if fi, err := os.Stat(e); err == nil && fi.Size() == opts.DiskBytes {
+				t.Errorf("a disk image of the refused size was left behind: %s", e)
+			}
+		}
+	}
 }
