@@ -400,3 +400,64 @@ func TestDiskRefusedWhenHostIsFull(t *testing.T) {
 		}
 	}
 }
+
+// inotifyHog makes inotify instances until it cannot (at most 10000),
+// prints "inotify <made> <error>", touches /app/ready and holds them until
+// /app/release exists.
+const inotifyHog = `package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+func main() {
+	made := 0
+	var failure error
+	for made < 10000 {
+		if _, err := syscall.InotifyInit1(0); err != nil {
+			failure = err
+			break
+		}
+		made++
+	}
+	fmt.Println("inotify", made, failure)
+	os.WriteFile("/app/ready", nil, 0o644)
+	for i := 0; i < 12000; i++ {
+		if _, err := os.Stat("/app/release"); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+`
+
+// TestInotifyShare: the kernel counts inotify instances per user, and
+// every sandbox is a host uid of its own: one sandbox that makes all it
+// may (fs.inotify.max_user_instances) leaves the next one its own.
+func TestInotifyShare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes get host uids of their own only as root")
+	}
+	b := newBackend(t, testOptions())
+	hog, other := openSession(t, b), openSession(t, b)
+	release := hostile(t, hog, goruntime.Request{
+		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(inotifyHog)}},
+		Command: "cd hog && go run main.go",
+		Timeout: 3 * time.Minute,
+	})
+	res := mustOK(t, other, goruntime.Request{
+		Files:   []goruntime.File{{Path: "one/main.go", Data: []byte(strings.Replace(inotifyHog, "made < 10000", "made < 1", 1))}},
+		Command: "cd one && touch /app/release && go run main.go",
+	})
+	if !strings.Contains(res.Stdout, "inotify 1 <nil>") {
+		t.Errorf("the second sandbox could not make an inotify instance while the first held all it could: %q", res.Stdout)
+	}
+	out := strings.TrimSpace(release().Stdout)
+	if strings.HasPrefix(out, "inotify 10000 ") || !strings.Contains(out, "too many open files") {
+		t.Errorf("inotify hog: %q; want EMFILE at the per-user limit", out)
+	}
+	t.Logf("one sandbox: %s", out)
+}
