@@ -15,14 +15,16 @@ RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pa
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
 
-deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt
+deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt; the host settings sandboxes need (scripts/host-setup.sh)
 	bash scripts/install-deps.sh
+	bash scripts/host-setup.sh
 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-demo: ## install bubblewrap (apt), then run the demo's two flows in a local sandbox
+demo: ## install bubblewrap (apt) and the host settings sandboxes need, then run the demo's two flows in a local sandbox
 	bash scripts/install-deps.sh bubblewrap
+	bash scripts/host-setup.sh
 	@echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
 	$(GO) run ./cmd/demo --flow=$(FLOW)
 

@@ -53,7 +53,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Local.OpenFiles, "open-files", 0, fmt.Sprintf("local: files each process of a sandbox may have open at once (RLIMIT_NOFILE; default %d, lower on a host whose fs.file-max is small, so that one sandbox can take at most 1/16 of the host's open-file table; at least %d)", local.DefaultOpenFiles, local.MinOpenFiles))
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
-	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: seccomp, userns, hostuid, disk (go run ./cmd/sandbox-check shows which this host gives)")
+	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
 	f.AgentSandbox.RegisterFlags(fs)
 	return f
 }

@@ -73,6 +73,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 
 	out = append(out, checkCgroups(o)...)
 	add(checkDisk(ctx, o))
+	add(checkFileTable(o))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
 	switch {
@@ -133,6 +134,22 @@ func checkCgroups(o Options) []Protection {
 		cpu.Status, cpu.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d CPUs per sandbox", version, o.CPUs)
 	}
 	return []Protection{mem, pids, cpu}
+}
+
+// checkFileTable reports whether the host's open-file table is large
+// enough that no sandbox can fill it (fileTableProblem).
+func checkFileTable(o Options) Protection {
+	fileMax := hostFileMax()
+	if p := fileTableProblem(o.MemoryBytes, fileMax); p != nil {
+		if o.Relax.FileTable {
+			p.Status, p.Required, p.Fix = StatusRelaxed, false, ""
+			p.Detail = "Options.Relax.FileTable: " + p.Detail
+		}
+		return *p
+	}
+	return Protection{Name: ProtFileTable, Status: StatusActive, Required: !o.Relax.FileTable,
+		Detail: fmt.Sprintf("fs.file-max %d: a sandbox holds at most %d files through descriptors (%d tasks x %d, RLIMIT_NOFILE) and about %d through mappings (its %d MiB memory limit)",
+			fileMax, int64(o.Processes+OwnTasks)*int64(o.OpenFiles), o.Processes+OwnTasks, o.OpenFiles, o.MemoryBytes/mappedFileBytes, o.MemoryBytes>>20)}
 }
 
 // checkDisk makes, mounts and removes a minimal sandbox disk.

@@ -155,3 +155,44 @@ func hostFileMax() int64 {
 	}
 	return n
 }
+
+// mappedFileBytes is the least kernel memory, charged to the sandbox's
+// memory cgroup, that one open file costs when a process holds it through
+// a memory mapping rather than a descriptor (open, mmap, close: a struct
+// file and a vm_area_struct). RLIMIT_NOFILE does not count such files, so
+// a sandbox's memory limit is what bounds them: MemoryBytes /
+// mappedFileBytes. Measured on the development machines (kernel 6.18):
+// 406 bytes; the figure here is lower, so the bound errs towards more
+// files. TestMappedFilesShare keeps it honest: a sandbox that held more
+// files per byte fails it.
+const mappedFileBytes = 384
+
+// fileTableSandboxes is how many sandboxes at their memory limit, each
+// holding every file that memory pays for, the host's open-file table
+// must hold: one sandbox may take at most a quarter of it.
+const fileTableSandboxes = 4
+
+// systemdFileMax is the fs.file-max systemd sets at every boot (since
+// v240): as large as the kernel takes, leaving memory (charged to each
+// process's cgroup) as the only bound on open files.
+const systemdFileMax = "9223372036854775807"
+
+// fileTableProblem says why a host whose open-file table holds fileMax
+// files (fs.file-max) cannot run sandboxes of memoryBytes: one of them
+// could fill a quarter of the table or more with files held through
+// mappings, and then every process on the host without CAP_SYS_ADMIN,
+// other sandboxes' servers among them, fails to open a file. nil when the
+// table is large enough or its size is unknown.
+func fileTableProblem(memoryBytes, fileMax int64) *Protection {
+	need := fileTableSandboxes * (memoryBytes / mappedFileBytes)
+	if fileMax <= 0 || fileMax >= need {
+		return nil
+	}
+	return &Protection{Name: ProtFileTable, Status: StatusUnavailable, Required: true,
+		Detail: fmt.Sprintf("fs.file-max is %d, but one sandbox within its %d MiB memory limit can hold %d open files (mapped files are not counted by RLIMIT_NOFILE), "+
+			"more than a quarter of the host's table: it would keep every other process from opening files",
+			fileMax, memoryBytes>>20, memoryBytes/mappedFileBytes),
+		Fix: fmt.Sprintf("raise it as systemd does at every boot: sudo scripts/host-setup.sh (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
+			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, --memory-mb); or relax it (Options.Relax.FileTable, --relax=filetable)",
+			systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
+}

@@ -149,7 +149,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 	// No command has run yet: only Open's caller can start one.
 	if os.Geteuid() == 0 {
-		if err := capPtys(s.meta.Server); err != nil {
+		if err := capPtys(ctx, s.meta.Server); err != nil {
 			s.cl.close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}

@@ -158,6 +158,9 @@ type Relax struct {
 	// directory's file system, with no byte or inode cap (only
 	// FileSizeBytes per file).
 	DiskQuota bool
+	// FileTable runs sandboxes on a host whose open-file table
+	// (fs.file-max) one sandbox could fill by itself (fileTableProblem).
+	FileTable bool
 }
 
 // Defaults, see Options.

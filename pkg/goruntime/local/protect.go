@@ -29,6 +29,7 @@ const (
 	ProtCgroupCPU    = "cgroup-cpu"
 	ProtDiskQuota    = "disk-quota"
 	ProtHostUID      = "host-uid"
+	ProtFileTable    = "file-table"
 )
 
 // Status is whether a protection is in force.
@@ -138,6 +139,11 @@ func (b *Backend) setupProtections() error {
 		}
 		b.diskQuota = true
 	}
+	if !o.Relax.FileTable {
+		if p := fileTableProblem(o.MemoryBytes, hostFileMax()); p != nil {
+			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
+		}
+	}
 	for _, p := range checkCgroups(o) {
 		if p.Required && p.Status == StatusUnavailable {
 			problems = append(problems, fmt.Sprintf("cgroups unavailable: %s; fix: %s", p.Detail, p.Fix))
@@ -154,7 +160,7 @@ func (b *Backend) setupProtections() error {
 	for _, r := range []struct {
 		relaxed bool
 		name    string
-	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}} {
+	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}, {o.Relax.FileTable, ProtFileTable}} {
 		if r.relaxed {
 			o.Logger.Warn("local backend: protection relaxed by Options.Relax; sandboxes run without it", "protection", r.name)
 		}
@@ -262,7 +268,7 @@ func found(name string) bool {
 }
 
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.
-var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk"}
+var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk", "filetable"}
 
 // ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk";
 // the value of the --relax flags) into a Relax. Errors name the valid
@@ -280,6 +286,8 @@ func ParseRelax(s string) (Relax, error) {
 			r.HostUID = true
 		case "disk":
 			r.DiskQuota = true
+		case "filetable":
+			r.FileTable = true
 		default:
 			return r, fmt.Errorf("--relax: unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
 		}

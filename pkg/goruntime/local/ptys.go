@@ -1,11 +1,12 @@
 package local
 
 import (
+	"context"
 	"fmt"
-	"runtime"
+	"os/exec"
 	"strconv"
-
-	"golang.org/x/sys/unix"
+	"strings"
+	"time"
 )
 
 // maxPtys is how many pseudo-terminals one sandbox may have open at once.
@@ -17,39 +18,26 @@ import (
 const maxPtys = 32
 
 // capPtys remounts the devpts instance of the sandbox whose process pid
-// is inside it with max=maxPtys. It needs root: it joins the sandbox's
-// mount namespace from a thread of its own, which it then leaves to end
-// with its goroutine (a thread in another mount namespace must never run
-// other goroutines).
-func capPtys(pid int) error {
+// is inside it with max=maxPtys. It needs root.
+//
+// It runs mount(8) under nsenter(1), in the sandbox's mount namespace
+// only (not its pid namespace, so no host process ever shows inside).
+// Joining the namespace from this process instead would need a thread of
+// its own, and Go cannot always give one back: a goroutine that ends
+// locked on the main thread leaves that thread, and with it /proc/self,
+// in the sandbox's mounts for the life of the process.
+func capPtys(ctx context.Context, pid int) error {
 	// The options bubblewrap mounts /dev/pts with (a remount resets
 	// whatever it does not name), plus the cap.
-	opts := "newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: Go ends the thread when the goroutine returns
-		errc <- func() error {
-			// setns into a mount namespace needs a thread whose file
-			// system attributes (root, cwd) are its own.
-			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				return fmt.Errorf("unshare the thread's file system attributes: %w", err)
-			}
-			ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("open the sandbox's mount namespace: %w", err)
-			}
-			defer unix.Close(ns)
-			if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("join the sandbox's mount namespace: %w", err)
-			}
-			if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
-				return fmt.Errorf("remount /dev/pts with %s: %w", opts, err)
-			}
-			return nil
-		}()
-	}()
-	if err := <-errc; err != nil {
-		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d: %w", maxPtys, err)
+	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--",
+		"mount", "-n", "-t", "devpts", "-o", opts, "devpts", "/dev/pts")
+	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s",
+			maxPtys, opts, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
