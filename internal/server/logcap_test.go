@@ -87,4 +87,3 @@ func TestCapLogLeavesOtherWritersAlone(t *testing.T) {
 		t.Errorf("capLog(file, 0) = %T, want the file itself", got)
 	}
 }
-
