@@ -54,7 +54,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
-	f.AgentSandbox.RegisterFlags(fs)
+	registerAgentSandbox(fs, &f.AgentSandbox)
 	return f
 }
 

@@ -2,10 +2,11 @@
 // smoke commands) one spelling of the flags that choose and configure a
 // goruntime backend: --backend=local|agent-sandbox, the local backend's
 // flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus,
-// --local-warm-pool, --disk-mb, --file-size-mb, --disk-inodes, --relax)
-// and the agent-sandbox backend's connection flags
-// (agentsandbox.Options.RegisterFlags: --warm-pool, --namespace,
-// --api-url, --kubeconfig, ...).
+// --local-warm-pool, --disk-mb, --file-size-mb, --open-files,
+// --disk-inodes, --relax) and the agent-sandbox backend's connection flags
+// (agentsandbox.go: --warm-pool, --namespace, --api-url, --kubeconfig,
+// ...). The libraries under pkg/ take no flags: their Options are filled
+// here.
 //
 // Mains that may use the local backend must call local.ServeIfChild first
 // thing: the local backend re-executes the running binary as the runtime

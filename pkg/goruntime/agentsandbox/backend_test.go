@@ -3,7 +3,6 @@ package agentsandbox
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -757,20 +756,4 @@ func TestOptions(t *testing.T) {
 		t.Errorf("New with a missing kubeconfig: err = %v, want ErrUnavailable", err)
 	}
 
-	var o Options
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	o.RegisterFlags(fs)
-	err := fs.Parse([]string{"--warm-pool=p", "--namespace=ns", "--label=a=1", "--label=b.io/c=2",
-		"--api-url=http://router:8080", "--ready-timeout=7s", "--max-exec-timeout=3m", "--kubeconfig=/k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.WarmPool != "p" || o.Namespace != "ns" || o.Labels["a"] != "1" || o.Labels["b.io/c"] != "2" ||
-		o.APIURL != "http://router:8080" || o.ReadyTimeout != 7*time.Second || o.MaxExecTimeout != 3*time.Minute ||
-		o.Kubeconfig != "/k" || o.Mode() != "direct" {
-		t.Fatalf("parsed options = %+v", o)
-	}
-	if err := fs.Parse([]string{"--label=novalue"}); err == nil {
-		t.Error("--label without = accepted")
-	}
 }
