@@ -82,7 +82,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 
 	before := s.meta.Cgroup.counters()
 	var res *goruntime.ExecResult
-	err = s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
+	err = s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
 		res, err = processclient.Exec(ctx, processv1.NewProcessServiceClient(conn), req, processclient.ExecOptions{
 			DefaultTimeout: s.b.opts.ExecTimeout,
