@@ -34,7 +34,8 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
-	before := s.meta.Cgroup.counters()
+	lw := s.watchLimits()
+	defer lw.end()
 	var resp *wire.ExecuteResponse
 	err := s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
@@ -53,7 +54,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		TimedOut:        resp.TimedOut,
 		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
 	}
-	s.finishExec(ctx, before, res, resp.Signal)
+	s.finishExec(ctx, lw, res, resp.Signal)
 	return res, nil
 }
 
