@@ -58,7 +58,7 @@ type callDeadlines struct{ floor, perMiB time.Duration }
 
 // allowed is how long the call may take with what it has moved so far.
 func (l *callLimit) allowed() time.Duration {
-	return l.floor + time.Duration(l.moved.Load()*int64(l.perMiB)>>20)
+	return l.floor + time.Duration(float64(l.moved.Load())/(1<<20)*float64(l.perMiB))
 }
 
 // passed reports whether the call has run past its deadline at now.
