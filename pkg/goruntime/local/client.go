@@ -256,7 +256,7 @@ func (c *client) downloadRange(ctx context.Context, p string, off int64, n int, 
 		}
 		return io.ReadAll(io.LimitReader(body, int64(n)))
 	default:
-		return nil, statusError(fmt.Sprintf("read bytes %d-%d of %s", off, off+int64(n), p), resp)
+		return nil, statusError(fmt.Sprintf("read %s (bytes %d-%d)", p, off, off+int64(n)), resp)
 	}
 }
 
