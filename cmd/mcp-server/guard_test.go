@@ -71,6 +71,8 @@ func TestHTTPGuardBadFlags(t *testing.T) {
 		{[]string{"--http=127.0.0.1:0", "--auth-token-file=/nonexistent/token"}, "read auth token"},
 		{[]string{"--allowed-origin=localhost:6274"}, "want scheme://host[:port]"},
 		{[]string{"--max-request-mb=0"}, "--max-request-mb=0: must be positive"},
+		{[]string{"--max-connections=-1"}, "max connections -1: must not be negative"},
+		{[]string{"--max-connections=many"}, "invalid value \"many\" for flag -max-connections"},
 		{[]string{"--relax=everything"}, "unknown protection"},
 		{[]string{"--disk-mb=0"}, "--disk-mb=0: must be positive"},
 	} {

@@ -148,6 +148,13 @@ type ExecResult struct {
 	// can tell (LimitMemory, LimitProcesses, LimitFileSize, LimitDisk,
 	// LimitOutput); empty otherwise.
 	Limit Limit
+	// DiskCounted reports that the backend tells a full disk quota from
+	// the disk's own counters (the local backend), so a Limit other than
+	// LimitDisk means the quota was not hit: Classify then does not take
+	// "no space left on device" in the output for the disk limit (a
+	// command can print it, and ENOSPC has other causes, e.g. no pty
+	// left in /dev/ptmx).
+	DiskCounted bool
 	// Duration is the command's wall time as the server measured it; zero
 	// when the server does not report it.
 	Duration time.Duration

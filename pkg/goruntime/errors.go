@@ -18,7 +18,9 @@ var (
 	ErrDiskFull = errors.New("the sandbox's disk is full")
 	// ErrSandboxNotFound: no sandbox has the ID given to Attach.
 	ErrSandboxNotFound = errors.New("sandbox not found")
-	// ErrSandboxGone: the sandbox died or was deleted while in use.
+	// ErrSandboxGone: the sandbox died or was deleted while in use, or
+	// stopped answering (its server let a call pass the call's deadline:
+	// it is stuck, or a command replaced it) and was stopped.
 	ErrSandboxGone = errors.New("sandbox is gone")
 	// ErrClosed: the Session or Sandbox was already closed or disconnected.
 	ErrClosed = errors.New("session closed")

@@ -84,7 +84,7 @@ func Classify(command string, r *ExecResult) Outcome {
 		return OutcomeProcessLimit
 	case r.ExitCode == 153 || strings.Contains(out, "file too large"):
 		return OutcomeFileSizeLimit
-	case strings.Contains(strings.ToLower(out), "no space left on device"):
+	case !r.DiskCounted && strings.Contains(strings.ToLower(out), "no space left on device"):
 		return OutcomeDiskLimit
 	}
 	// go run's "exit status N" trailer means the program built and ran: its

@@ -15,6 +15,10 @@ func TestClassify(t *testing.T) {
 		{"disk limit reported", "head -c 1G /dev/zero > big", ExecResult{ExitCode: 0, Limit: LimitDisk}, OutcomeDiskLimit},
 		{"enospc", "go run .", ExecResult{ExitCode: 1,
 			Stderr: "panic: write big: no space left on device\n\ngoroutine 1 [running]:\n"}, OutcomeDiskLimit},
+		// The backend counted: the disk was not full, so ENOSPC came from
+		// elsewhere (no pty left) or the command printed it.
+		{"enospc, disk not full", "go run .", ExecResult{ExitCode: 1, DiskCounted: true,
+			Stderr: "open /dev/ptmx: no space left on device\n"}, OutcomeRuntimeError},
 		{"compile error", "go run .", ExecResult{ExitCode: 1,
 			Stderr: "# example.com/x\n./main.go:11:1: missing return\n./main.go:15:27: undefined: totl\n"}, OutcomeBuildFailed},
 		{"syntax error", "go build ./...", ExecResult{ExitCode: 1,

@@ -50,7 +50,8 @@ func DialFunc(dial func(context.Context) (net.Conn, error)) (*grpc.ClientConn, e
 
 // ExecOptions tunes Exec.
 type ExecOptions struct {
-	// DefaultTimeout applies when the request has none. Zero means 300 s.
+	// DefaultTimeout applies when the request has none. Zero means
+	// DefaultExecTimeout.
 	DefaultTimeout time.Duration
 	// MaxOutput caps each stream, in bytes, in the result and in what is
 	// passed to onChunk; the rest is dropped and the Truncated flag set.
@@ -58,9 +59,12 @@ type ExecOptions struct {
 	MaxOutput int
 }
 
+// DefaultExecTimeout is a command's timeout when neither the request nor
+// ExecOptions gives one.
+const DefaultExecTimeout = 300 * time.Second
+
 const (
-	defaultExecTimeout = 300 * time.Second
-	defaultMaxOutput   = 8 << 20
+	defaultMaxOutput = 8 << 20
 	// killTimeout bounds the SendSignal call made when a command times out.
 	killTimeout = 10 * time.Second
 )
@@ -79,7 +83,7 @@ func Exec(ctx context.Context, client processv1.ProcessServiceClient, req gorunt
 		timeout = opts.DefaultTimeout
 	}
 	if timeout <= 0 {
-		timeout = defaultExecTimeout
+		timeout = DefaultExecTimeout
 	}
 	limit := opts.MaxOutput
 	if limit <= 0 {

@@ -1,6 +1,8 @@
 // Package mcphttp guards the MCP Streamable HTTP endpoint of
 // cmd/mcp-server: it refuses browser requests from origins that are not
-// allowed (403) and optionally requires a bearer token (401). The go-sdk
+// allowed (403) and optionally requires a bearer token (401), closing the
+// connection of a refused request; and it sets the HTTP server's limits
+// on connections (server.go). The go-sdk
 // handler behind it keeps its own Host check against DNS rebinding and
 // its request body cap (413, StreamableHTTPOptions.MaxRequestBodyBytes).
 // docs/mcp.md has the threat model.
@@ -10,6 +12,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,10 +37,27 @@ type Config struct {
 	// Token, when not empty, must be sent as "Authorization: Bearer
 	// <Token>"; a missing or wrong token gets 401.
 	Token string
+	// MaxConns caps the connections the server holds at once (Listen);
+	// 0 means DefaultMaxConns.
+	MaxConns int
+	// IdleTimeout closes a connection that waits this long for its next
+	// request (NewServer); 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Logger receives refused requests (401, 403) and the server's own
+	// errors, at most ratelog.OutsideBurst a minute each and a summary
+	// of the rest; nil logs neither.
+	Logger *slog.Logger
 }
 
-// Validate checks the allowed origins' shape (scheme://host[:port]).
+// Validate checks the allowed origins' shape (scheme://host[:port]) and
+// that MaxConns and IdleTimeout are not negative.
 func (c Config) Validate() error {
+	if c.MaxConns < 0 {
+		return fmt.Errorf("max connections %d: must not be negative (0 means the default, %d)", c.MaxConns, DefaultMaxConns)
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("idle timeout %s: must not be negative (0 means the default, %s)", c.IdleTimeout, DefaultIdleTimeout)
+	}
 	for _, o := range c.AllowedOrigins {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
@@ -72,7 +92,8 @@ func ReadToken(file string, lookupEnv func(string) (string, bool)) (string, erro
 }
 
 // Handler wraps h: Origin check (403), then bearer token (401, when
-// cfg.Token is set), then h.
+// cfg.Token is set), then h. A refusal (401 or 403, from any of them)
+// closes its connection and is logged to cfg.Logger at a bounded rate.
 func Handler(h http.Handler, cfg Config) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -102,13 +123,13 @@ func Handler(h http.Handler, cfg Config) (http.Handler, error) {
 		}
 	}
 	protected := cop.Handler(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return refusing(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, r.Host, allowed) {
 			http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (allow it with --allowed-origin)", origin), http.StatusForbidden)
 			return
 		}
 		protected.ServeHTTP(w, r)
-	}), nil
+	}), cfg.Logger), nil
 }
 
 // originAllowed: listed, or the server's own origin: its host:port is

@@ -99,13 +99,15 @@ func Defaults() Config {
 		MaxSandboxes:     defaultMaxSandboxes,
 		ProgressInterval: defaultProgressInterval,
 		MaxRequestBytes:  defaultMaxRequestBytes,
+		HTTP:             mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
 	}
 }
 
 // RegisterFlags registers the flags that set c's fields on fs, each
 // defaulting to c's current value (start from Defaults): --open-timeout,
 // --timeout, --max-timeout, --idle-ttl, --max-sandboxes, --ephemeral,
-// --claim, --persistent, --allowed-origin and --max-request-mb. The bearer
+// --claim, --persistent, --allowed-origin, --max-request-mb and
+// --max-connections. The bearer
 // token comes from a file or the environment (mcphttp.ReadToken), not a
 // flag value. Check the result with Validate.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -121,6 +123,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.HTTP.AllowedOrigins = append(c.HTTP.AllowedOrigins, strings.TrimSuffix(v, "/"))
 		return nil
 	})
+	fs.IntVar(&c.HTTP.MaxConns, "max-connections", c.HTTP.MaxConns, "http: most connections held at once (authenticated or not; an MCP session holds one to three); more wait in the listen queue until one closes. Idle connections close after "+mcphttp.DefaultIdleTimeout.String()+", refused ones (401, 403) at once")
 	fs.Func("max-request-mb", fmt.Sprintf("largest request, MiB: an HTTP request body (413 past it) or a stdio message line (a JSON-RPC error naming this flag past it; the session goes on). It bounds the files one run_go_code call can carry (default %d)", c.MaxRequestBytes>>20), func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 || n > 1<<20 {
@@ -156,7 +159,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-request-mb=%d: must be positive", c.MaxRequestBytes>>20)
 	}
 	if err := c.HTTP.Validate(); err != nil {
-		return fmt.Errorf("--allowed-origin: %w", err)
+		return fmt.Errorf("--allowed-origin or --max-connections: %w", err)
 	}
 	return nil
 }

@@ -79,7 +79,8 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 // readRange returns at most n bytes of file p from offset off, and the
 // file's size, without holding more than about n bytes in memory: it lists
 // p's directory to learn the size and type, downloads a file that fits
-// whole, and reads a range of a larger one with Session.ReadFileRange. Errors name p and say what to do.
+// whole (readSmall), and reads a range of a larger one with
+// Session.ReadFileRange. Errors name p and say what to do.
 func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64, n int) ([]byte, int64, error) {
 	dir, base := path.Split(p)
 	dir = strings.TrimSuffix(dir, "/")
@@ -106,7 +107,7 @@ func readRange(ctx context.Context, sess *goruntime.Session, p string, off int64
 		return nil, 0, fmt.Errorf("read %s: offset %d is past the end of the file (%d bytes)", p, off, size)
 	}
 	if off == 0 && size <= int64(n) {
-		data, err := sess.ReadFile(ctx, p)
+		data, err := readSmall(ctx, sess, p, n)
 		switch {
 		case errors.Is(err, goruntime.ErrNotExist):
 			// Listed but not readable: removed since, or not a regular
@@ -141,4 +142,18 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// readSmall reads file p that its listing says is at most n bytes. The
+// listing comes from the sandbox, which may lie (a command can replace
+// its server), so a sandbox that fetches ranges itself is asked for n+1
+// bytes (the +1 shows the file grew), never the whole file: ReadFile
+// would hold up to goruntime.MaxReadFileBytes. Another backend's
+// ReadFileRange runs a command, so its ReadFile is used (it bounds the
+// answer itself).
+func readSmall(ctx context.Context, sess *goruntime.Session, p string, n int) ([]byte, error) {
+	if _, ok := sess.Sandbox().(goruntime.RangeReader); ok {
+		return sess.ReadFileRange(ctx, p, 0, n+1)
+	}
+	return sess.ReadFile(ctx, p)
 }

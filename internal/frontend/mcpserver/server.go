@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/ratelog"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -196,9 +197,20 @@ func (s *Server) Handler() (http.Handler, error) {
 	if s.cfg.IdleTTL > 0 {
 		timeout = s.cfg.IdleTTL
 	}
+	// Any client can make the SDK log (a malformed initialize logs an
+	// error): its records go through a bounded rate.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: sdkLogger(s.log), MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
-	return mcphttp.Handler(h, s.cfg.HTTP)
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
+	return mcphttp.Handler(h, s.httpConfig())
+}
+
+// httpConfig is Config.HTTP with the server's logger when it has none.
+func (s *Server) httpConfig() mcphttp.Config {
+	c := s.cfg.HTTP
+	if c.Logger == nil {
+		c.Logger = s.log
+	}
+	return c
 }
 
 // ServeHTTP serves Streamable HTTP on ln (at path /mcp and /) until ctx is
@@ -211,7 +223,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := mcphttp.NewServer(mux, s.httpConfig())
 
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
@@ -220,7 +232,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(mcphttp.Listen(ln, s.cfg.HTTP)) }()
 	s.log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "backend", s.cfg.Backend.Name())
 	select {
 	case err = <-errc:

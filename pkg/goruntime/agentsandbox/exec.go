@@ -49,12 +49,15 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err != nil {
 		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
 	}
+	// Bound the whole call, so a pod that stops answering (or whose
+	// server a command replaced) cannot hang it: the command's timeout
+	// (processclient's default without one) plus execGrace.
+	limit := processclient.DefaultExecTimeout
 	if req.Timeout > 0 {
-		// Bound the whole call, so a pod that stops answering cannot hang it.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout+execGrace)
-		defer cancel()
+		limit = req.Timeout
 	}
+	ctx, cancel := context.WithTimeout(ctx, limit+execGrace)
+	defer cancel()
 	res, err := processclient.Exec(ctx, processv1.NewProcessServiceClient(conn), req, processclient.ExecOptions{}, onChunk)
 	if err != nil {
 		return nil, s.explainRPC(err)

@@ -50,6 +50,8 @@ type Backend struct {
 	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
 	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
 
+	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
+
 	// Protections (protect.go), fixed by New.
 	layers       // seccomp filter and nested user namespace block
 	hostUID bool // each sandbox runs as a host uid of its own (hostuid.go)

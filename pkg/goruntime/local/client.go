@@ -24,19 +24,23 @@ import (
 // extensions) to one runtime server over its unix socket.
 //
 // The sandbox's commands can replace that socket with a server of their
-// own (sockdial.go), so no answer is trusted to be small: an /execute
-// answer is read up to maxAnswer bytes (both streams at the server's
-// output cap, JSON-encoded, and room for the rest), other JSON answers up
-// to maxSmallAnswer; past that the call fails (errAnswerTooLarge).
+// own (sockdial.go), so no answer is trusted, and each is bounded before
+// it is held: an /execute answer is read up to maxAnswer bytes (both
+// streams at the server's output cap, JSON-encoded, and room for the
+// rest); a listing is decoded entry by entry within the limits of
+// listanswer.go; a download holds at most the bytes asked for (+1 to
+// see there are more); an answer the client does not use is read up to
+// drainAnswer bytes. Past a bound the call fails (errAnswerTooLarge).
+// How long an answer may take is Sandbox.do's business (deadline.go).
 type client struct {
 	http      *http.Client
 	maxAnswer int64
 }
 
-// maxSmallAnswer bounds a JSON answer other than /execute's (a listing
-// of the sandbox's largest possible directory fits) and the bodies the
-// client discards.
-const maxSmallAnswer = 64 << 20
+// drainAnswer bounds what the client reads of an answer it does not use
+// (upload's and unpack's 200, readiness), so its connection can be
+// reused; a longer one is left unread and its connection closed.
+const drainAnswer = 64 << 10
 
 // errAnswerTooLarge is wrapped when a server's answer is over its bound.
 var errAnswerTooLarge = errors.New("the runtime server's answer is larger than any it sends (was its socket replaced from inside the sandbox?)")
@@ -91,7 +95,7 @@ func (c *client) ready(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainAnswer))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("readiness: status %s", resp.Status)
 	}
@@ -154,7 +158,7 @@ func (c *client) upload(ctx context.Context, name string, r io.Reader) error {
 	if resp.StatusCode != http.StatusOK {
 		return statusError("upload "+name, resp)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainAnswer))
 	return nil
 }
 
@@ -182,11 +186,15 @@ func (c *client) unpack(ctx context.Context, r io.Reader) error {
 	if resp.StatusCode != http.StatusOK {
 		return statusError("unpack", resp)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSmallAnswer))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainAnswer))
 	return nil
 }
 
-func (c *client) download(ctx context.Context, p string) ([]byte, error) {
+// download returns the whole of p, at most goruntime.MaxReadFileBytes:
+// it holds what the answer's Content-Length announces (refusing more
+// than the cap before reading) or, without one, what arrives up to the
+// cap. Bytes read count toward file's deadline.
+func (c *client) download(ctx context.Context, p string, file *callLimit) ([]byte, error) {
 	resp, err := c.get(ctx, "/download/", p)
 	if err != nil {
 		return nil, err
@@ -202,7 +210,16 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 	if resp.ContentLength > goruntime.MaxReadFileBytes {
 		return nil, tooLarge()
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, goruntime.MaxReadFileBytes+1))
+	body := file.count(resp.Body)
+	if resp.ContentLength >= 0 {
+		// The transport ends the body at Content-Length: hold exactly that.
+		data := make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(body, data); err != nil {
+			return nil, fmt.Errorf("read %s: the answer ended before its %d bytes: %w", p, resp.ContentLength, err)
+		}
+		return data, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(body, goruntime.MaxReadFileBytes+1))
 	if err != nil {
 		return nil, err
 	}
@@ -214,33 +231,38 @@ func (c *client) download(ctx context.Context, p string) ([]byte, error) {
 
 // downloadRange fetches at most n bytes of p from byte off with an HTTP
 // Range request (the server answers with http.ServeContent): 206 carries
-// the bytes, 416 means off is at or past the end (no bytes).
-func (c *client) downloadRange(ctx context.Context, p string, off int64, n int) ([]byte, error) {
+// the bytes, 416 means off is at or past the end (no bytes). It holds at
+// most n bytes whatever the answer's length. Bytes read count toward
+// file's deadline.
+func (c *client) downloadRange(ctx context.Context, p string, off int64, n int, file *callLimit) ([]byte, error) {
 	resp, err := c.get(ctx, "/download/", p, "Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1))
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	body := file.count(resp.Body)
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		return io.ReadAll(io.LimitReader(resp.Body, int64(n)))
+		return io.ReadAll(io.LimitReader(body, int64(n)))
 	case http.StatusRequestedRangeNotSatisfiable:
 		return nil, nil
 	case http.StatusOK:
 		// A server that ignores Range sends the whole file: skip to off.
-		if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil, nil
 			}
 			return nil, fmt.Errorf("read %s: skip to byte %d: %w", p, off, err)
 		}
-		return io.ReadAll(io.LimitReader(resp.Body, int64(n)))
+		return io.ReadAll(io.LimitReader(body, int64(n)))
 	default:
-		return nil, statusError(fmt.Sprintf("read bytes %d-%d of %s", off, off+int64(n), p), resp)
+		return nil, statusError(fmt.Sprintf("read %s (bytes %d-%d)", p, off, off+int64(n)), resp)
 	}
 }
 
-func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, error) {
+// list returns the entries of directory p (decodeList's limits). Bytes
+// read count toward file's deadline.
+func (c *client) list(ctx context.Context, p string, file *callLimit) ([]goruntime.FileInfo, error) {
 	resp, err := c.get(ctx, "/list/", p)
 	if err != nil {
 		return nil, err
@@ -249,19 +271,9 @@ func (c *client) list(ctx context.Context, p string) ([]goruntime.FileInfo, erro
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("list "+p, resp)
 	}
-	var entries []wire.FileEntry
-	if err := json.NewDecoder(bounded(resp.Body, maxSmallAnswer)).Decode(&entries); err != nil {
+	out, err := decodeList(file.count(bounded(resp.Body, maxListAnswer)))
+	if err != nil {
 		return nil, fmt.Errorf("decode list %s: %w", p, err)
-	}
-	out := make([]goruntime.FileInfo, 0, len(entries))
-	for _, e := range entries {
-		sec, frac := math.Modf(e.ModTime)
-		out = append(out, goruntime.FileInfo{
-			Name:    e.Name,
-			Size:    e.Size,
-			IsDir:   e.Type == "directory",
-			ModTime: time.Unix(int64(sec), int64(frac*1e9)),
-		})
 	}
 	return out, nil
 }

@@ -343,37 +343,3 @@ func isMountPoint(p string) bool {
 	}
 	return st.Dev != parent.Dev
 }
-
-// diskUsage is a disk's free bytes and inodes at one moment.
-type diskUsage struct {
-	freeBytes, freeInodes uint64
-}
-
-func (d disk) usage() (diskUsage, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(d.Dir, &st); err != nil {
-		return diskUsage{}, err
-	}
-	return diskUsage{freeBytes: st.Bavail * uint64(st.Bsize), freeInodes: st.Ffree}, nil
-}
-
-// diskNote is the note appended to a command's stderr when it ran the
-// sandbox's disk out of bytes or inodes.
-func (b *Backend) diskNote(u diskUsage) string {
-	if u.freeInodes == 0 {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes, --disk-inodes); delete files to go on.]\n", b.opts.DiskInodes)
-	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes, --disk-mb) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
-}
-
-// hitDisk reports whether a finished command ran into the disk quota: the
-// kernel's ENOSPC message in either stream, or the file system full (of
-// bytes or inodes) now.
-func hitDisk(stdout, stderr string, u diskUsage) bool {
-	for _, s := range []string{stdout, stderr} {
-		if strings.Contains(strings.ToLower(s), "no space left on device") {
-			return true
-		}
-	}
-	return u.freeInodes == 0 || u.freeBytes == 0
-}

@@ -50,6 +50,13 @@ func (o Options) setRlimits(pid int) error {
 // or EFBIG's message ("file too large", e.g. a Go program's
 // "write big: file too large"). The command's own exit
 // status does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
+//
+// Text and exit status are the only signals: the kernel counts no
+// RLIMIT_FSIZE hit anywhere (unlike the cgroup's OOM and pids events),
+// and a file at the limit's size proves nothing (truncate makes one).
+// A command can print the text or exit 153 to forge the label; all it
+// gains is a wrong label and note on its own result: nothing is killed,
+// and no other call, sandbox or host resource is affected.
 func hitFileSize(res *goruntime.ExecResult, signal int) bool {
 	if signal == int(syscall.SIGXFSZ) || res.ExitCode == wire.SignalExitCode(int(syscall.SIGXFSZ)) {
 		return true
@@ -80,18 +87,34 @@ func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal in
 	return res.Limit
 }
 
+// limitWatch is what a command's limit outcome is derived from: the
+// cgroup's counters before it and the samples of its disk (diskfull.go).
+type limitWatch struct {
+	before cgroupCounters
+	disk   *diskSampler
+}
+
+// watchLimits starts watching the limits of the command about to run;
+// finishExec (or end, on a failed call) stops it.
+func (s *Sandbox) watchLimits() *limitWatch {
+	return &limitWatch{before: s.meta.Cgroup.counters(), disk: sampleDisk(s.meta.Disk)}
+}
+
+// end stops the disk's sampling; more calls do nothing.
+func (w *limitWatch) end() { w.disk.end() }
+
 // finishExec completes the result of a command that Exec or ExecStream
-// ran: it fills res.Limit (limitHit), kills whatever a command that ran
-// into the memory or process limit left behind, and appends the note on
-// modules a sandbox without network cannot fetch.
-func (s *Sandbox) finishExec(ctx context.Context, before cgroupCounters, res *goruntime.ExecResult, signal int) {
+// ran: it fills res.Limit (limitHit, then the disk's own counters), kills
+// whatever a command that ran into the memory or process limit left
+// behind, and appends the note on modules a sandbox without network
+// cannot fetch.
+func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.ExecResult, signal int) {
 	cg := &s.meta.Cgroup
-	res.Limit = limitHit(before, cg.counters(), res, signal)
-	if d := s.meta.Disk; d != nil && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
-		if u, err := d.usage(); err == nil && hitDisk(res.Stdout, res.Stderr, u) {
-			res.Limit = goruntime.LimitDisk
-			res.Stderr += s.b.diskNote(u)
-		}
+	res.Limit = limitHit(w.before, cg.counters(), res, signal)
+	res.DiskCounted = w.disk != nil
+	if u, full := w.disk.finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
+		res.Limit = goruntime.LimitDisk
+		res.Stderr += s.b.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
 		if err := cg.kill(s.keep, 5*time.Second); err != nil {

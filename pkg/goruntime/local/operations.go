@@ -34,9 +34,10 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
-	before := s.meta.Cgroup.counters()
+	lw := s.watchLimits()
+	defer lw.end()
 	var resp *wire.ExecuteResponse
-	err := s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
+	err := s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
 		resp, err = s.cl.exec(ctx, req)
 		return err
@@ -53,7 +54,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		TimedOut:        resp.TimedOut,
 		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
 	}
-	s.finishExec(ctx, before, res, resp.Signal)
+	s.finishExec(ctx, lw, res, resp.Signal)
 	return res, nil
 }
 
@@ -67,8 +68,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 		return fmt.Errorf("write %q: want a plain file name: %w", name, goruntime.ErrPathEscape)
 	}
-	return s.do(ctx, "upload "+name, 0, func(ctx context.Context) error {
-		return s.cl.upload(ctx, name, r)
+	file := s.b.fileCallLimit()
+	return s.do(ctx, "upload "+name, 0, file, func(ctx context.Context) error {
+		return s.cl.upload(ctx, name, file.count(r))
 	})
 }
 
@@ -81,8 +83,9 @@ func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.do(ctx, "unpack", 0, func(ctx context.Context) error {
-		return s.cl.unpack(ctx, r)
+	file := s.b.fileCallLimit()
+	return s.do(ctx, "unpack", 0, file, func(ctx context.Context) error {
+		return s.cl.unpack(ctx, file.count(r))
 	})
 }
 
@@ -95,9 +98,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	var data []byte
-	err := s.do(ctx, "read "+path, 0, func(ctx context.Context) error {
+	file := s.b.fileCallLimit()
+	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		data, err = s.cl.download(ctx, path)
+		data, err = s.cl.download(ctx, path, file)
 		return err
 	})
 	if err != nil {
@@ -115,9 +119,10 @@ func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n i
 		return nil, err
 	}
 	var data []byte
-	err := s.do(ctx, "read "+path, 0, func(ctx context.Context) error {
+	file := s.b.fileCallLimit()
+	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		data, err = s.cl.downloadRange(ctx, path, off, n)
+		data, err = s.cl.downloadRange(ctx, path, off, n, file)
 		return err
 	})
 	if err != nil {
@@ -135,9 +140,10 @@ func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, 
 		return nil, err
 	}
 	var out []goruntime.FileInfo
-	err := s.do(ctx, "list "+path, 0, func(ctx context.Context) error {
+	file := s.b.fileCallLimit()
+	err := s.do(ctx, "list "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		out, err = s.cl.list(ctx, path)
+		out, err = s.cl.list(ctx, path, file)
 		return err
 	})
 	if err != nil {

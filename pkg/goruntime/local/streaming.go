@@ -80,9 +80,10 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
 	}
 
-	before := s.meta.Cgroup.counters()
+	lw := s.watchLimits()
+	defer lw.end()
 	var res *goruntime.ExecResult
-	err = s.do(ctx, "execute", s.execLimit(req), func(ctx context.Context) error {
+	err = s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
 		res, err = processclient.Exec(ctx, processv1.NewProcessServiceClient(conn), req, processclient.ExecOptions{
 			DefaultTimeout: s.b.opts.ExecTimeout,
@@ -93,7 +94,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err != nil {
 		return nil, err
 	}
-	s.finishExec(ctx, before, res, 0)
+	s.finishExec(ctx, lw, res, 0)
 	return res, nil
 }
 

@@ -33,16 +33,18 @@ const (
 // errServerWedged is the cancel cause the watcher gives a call.
 var errServerWedged = errors.New("the runtime server stopped answering")
 
-// do runs one call to the server with fn, under ctx and, when limit > 0,
-// a client-side deadline of limit. A failure that is not the server's
-// answer (transport error, deadline) is diagnosed: when the server has
-// exited or does not answer a readiness probe within probeTimeout, the
-// sandbox is killed and the error wraps goruntime.ErrSandboxGone, and so
-// does every later call. Errors wrapping a goruntime sentinel the server
+// do runs one call to the server with fn, under ctx and a client-side
+// deadline: limit when > 0 (a command's), else file's (deadline.go; fn
+// counts the bytes it moves with file.count). A failure that is not the
+// server's answer (transport error, deadline) is diagnosed: when the
+// server has exited, does not answer a readiness probe within
+// probeTimeout, or let a file call pass its deadline, the sandbox is
+// killed and the error wraps goruntime.ErrSandboxGone, and so does every
+// later call. Errors wrapping a goruntime sentinel the server
 // answered with (ErrNotExist, ErrPathEscape, ErrTooLarge, fs.ErrPermission)
 // pass unchanged. A call that fails because this Sandbox was closed or
 // disconnected meanwhile (from another goroutine) wraps goruntime.ErrClosed.
-func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn func(context.Context) error) error {
+func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, file *callLimit, fn func(context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if limit > 0 {
@@ -53,7 +55,7 @@ func (s *Sandbox) do(ctx context.Context, what string, limit time.Duration, fn f
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		s.watch(cctx, cancel)
+		s.watch(cctx, cancel, what, file)
 	}()
 	err := fn(cctx)
 	cancel(nil)
@@ -88,17 +90,22 @@ func (s *Sandbox) closedDuring() bool {
 	return s.done
 }
 
-// watch cancels a call (cause errServerWedged) when the server process
-// is stopped or has exited and does not answer a readiness probe. It
-// returns when ctx ends.
-func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc) {
+// watch cancels a call when the server process is stopped or has exited
+// and does not answer a readiness probe (cause errServerWedged), or when
+// file, if not nil, has passed its deadline (cause wrapping
+// errNoAnswer). It returns when ctx ends.
+func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc, what string, file *callLimit) {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			if file != nil && file.passed(now) {
+				cancel(file.cause(what))
+				return
+			}
 		}
 		if st := s.serverState(); st == "running" || st == "unknown" {
 			continue
@@ -153,6 +160,10 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 		why = s.exitedWhy()
 	case errors.Is(cause, errServerWedged):
 		why = fmt.Sprintf("the runtime server stopped answering (its process is %s; a command may have sent it SIGSTOP)", st)
+	case errors.Is(cause, errNoAnswer):
+		// Whether or not it answers a probe: a server that holds a call
+		// past its deadline cannot be trusted with the next one.
+		why = "the sandbox is stuck: " + cause.Error()
 	case errors.Is(ctx.Err(), context.Canceled):
 		return nil
 	default:

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/module"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/ratelog"
 	"golang.org/x/mod/semver"
 )
 
@@ -50,8 +52,9 @@ type Config struct {
 	// module zip).
 	MaxFileBytes int64
 
-	// Logger receives a line per fetch and per refusal; nil means
-	// slog.Default().
+	// Logger receives a line per fetch and per refusal, each at most
+	// ratelog.OutsideBurst a minute (then one line counting the rest: a
+	// sandbox can ask as fast as it likes); nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -90,7 +93,9 @@ type Info struct {
 type Proxy struct {
 	cfg   Config
 	slots chan struct{}
-	log   *slog.Logger
+	// refusals and fetches log through budgets of their own
+	// (ratelog.Outside), so a flood of one does not silence the other.
+	refusals, fetches *slog.Logger
 }
 
 // New checks cfg and returns its Proxy.
@@ -116,11 +121,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
-	p := &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxFetches), log: cfg.Logger}
-	if p.log == nil {
-		p.log = slog.Default()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	return p, nil
+	return &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxFetches), refusals: ratelog.Outside(log), fetches: ratelog.Outside(log)}, nil
 }
 
 // kind is what a request asks for.
@@ -242,7 +247,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !Allowed(p.cfg.Allow, req.mod) {
-		p.log.InfoContext(r.Context(), "module proxy: refused", "module", req.mod, "suggest", SuggestPattern(req.mod))
+		p.refusals.InfoContext(r.Context(), "module proxy: refused", "module", req.mod, "suggest", SuggestPattern(req.mod))
 		textError(w, http.StatusNotFound, p.refusal(req.mod))
 		return
 	}
@@ -395,7 +400,7 @@ func (p *Proxy) fetch(ctx context.Context, mod, what string, do func(context.Con
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("module proxy: fetching %s@%s took longer than %v: %w", mod, what, p.cfg.FetchTimeout, err)
 	}
-	p.log.InfoContext(ctx, "module proxy: fetch", "module", mod, "query", what, "elapsed", time.Since(start).Round(time.Millisecond), "err", err)
+	p.fetches.InfoContext(ctx, "module proxy: fetch", "module", mod, "query", what, "elapsed", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package modproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/ratelog"
 )
 
 // fakeSource fills the cache as `go mod download` would, for the module
@@ -336,4 +339,51 @@ func TestSuggestPattern(t *testing.T) {
 			t.Errorf("the pattern suggested for %q does not allow it", in)
 		}
 	}
+}
+
+// TestRefusalLogBounded: 995 refused requests (as a sandbox sent in 10 s,
+// which wrote 725 KB to mcp-server's stderr) log ratelog.OutsideBurst
+// lines; each is still refused with the allowlist's hint, and a fetch
+// logged meanwhile has a budget of its own.
+func TestRefusalLogBounded(t *testing.T) {
+	var buf syncBuffer
+	src := &fakeSource{cache: t.TempDir(), versions: map[string][]string{"example.com/ok": {"v1.0.0"}}}
+	p, err := New(Config{Allow: []string{"example.com/ok"}, ModCache: src.cache, Source: src, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	for i := range 995 {
+		code, _, body := get(t, srv, fmt.Sprintf("/example.com/refused%d/@v/list", i))
+		if code != http.StatusNotFound || !strings.Contains(body, "allowlist") {
+			t.Fatalf("request %d: %d %q; want 404 naming the allowlist", i, code, body)
+		}
+	}
+	if code, _, _ := get(t, srv, "/example.com/ok/@v/list"); code != http.StatusOK {
+		t.Fatalf("allowed list: %d", code)
+	}
+	out := buf.String()
+	refused, fetched := strings.Count(out, "module proxy: refused"), strings.Count(out, "module proxy: fetch")
+	if refused != ratelog.OutsideBurst || fetched != 1 || len(out) > 4096 {
+		t.Errorf("995 refusals and a fetch logged %d refusal lines, %d fetch lines, %d bytes; want %d, 1, a few KB", refused, fetched, len(out), ratelog.OutsideBurst)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

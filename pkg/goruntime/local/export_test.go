@@ -1,0 +1,10 @@
+package local
+
+import "time"
+
+// SetFileCallDeadlines gives b's file calls (list, read, upload, unpack)
+// the deadline floor plus perMiB per MiB moved, instead of callFloor and
+// callPerMiB, so a test of a server that never answers ends fast.
+func SetFileCallDeadlines(b *Backend, floor, perMiB time.Duration) {
+	b.callDeadlines = callDeadlines{floor: floor, perMiB: perMiB}
+}
