@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -112,7 +113,10 @@ func (b *Backend) serveModules(id string, l layout, uid int) error {
 	// share of this process's goroutines and descriptors.
 	ln = netutil.LimitListener(ln, modProxyConns)
 	srv := &http.Server{
-		Handler:           b.modules.proxy,
+		Handler: b.modules.proxy,
+		// Requests name their sandbox, so that it holds at most its
+		// own share of the proxy's fetch slots.
+		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return modproxy.WithClient(ctx, id) },
 		ReadHeaderTimeout: modProxyReadLimit,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

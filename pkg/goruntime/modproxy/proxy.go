@@ -47,6 +47,11 @@ type Config struct {
 	// within FetchTimeout. Default DefaultMaxFetches.
 	MaxFetches int
 
+	// MaxFetchesPerClient bounds the fetches one client (WithClient) has
+	// running at once, so that no sandbox can hold every slot; more wait
+	// within FetchTimeout. Default DefaultMaxFetchesPerClient.
+	MaxFetchesPerClient int
+
 	// MaxFileBytes bounds the size of a file served; a larger one gets
 	// 404. Default DefaultMaxFileBytes (the go command's own limit on a
 	// module zip).
@@ -62,7 +67,10 @@ type Config struct {
 const (
 	DefaultFetchTimeout = 2 * time.Minute
 	DefaultMaxFetches   = 2
-	DefaultMaxFileBytes = 500 << 20
+	// DefaultMaxFetchesPerClient leaves a slot free for another sandbox
+	// while one fetches.
+	DefaultMaxFetchesPerClient = 1
+	DefaultMaxFileBytes        = 500 << 20
 
 	// maxPathBytes bounds a request's path: module paths are short.
 	maxPathBytes = 1024
@@ -91,8 +99,9 @@ type Info struct {
 // Proxy is an http.Handler serving the GOPROXY protocol for the modules
 // its Config allows. It is safe for concurrent use.
 type Proxy struct {
-	cfg   Config
-	slots chan struct{}
+	cfg     Config
+	slots   chan struct{}
+	clients clientSlots
 	// refusals and fetches log through budgets of their own
 	// (ratelog.Outside), so a flood of one does not silence the other.
 	refusals, fetches *slog.Logger
@@ -118,6 +127,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxFetches <= 0 {
 		cfg.MaxFetches = DefaultMaxFetches
 	}
+	if cfg.MaxFetchesPerClient <= 0 {
+		cfg.MaxFetchesPerClient = DefaultMaxFetchesPerClient
+	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
@@ -125,7 +137,8 @@ func New(cfg Config) (*Proxy, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxFetches), refusals: ratelog.Outside(log), fetches: ratelog.Outside(log)}, nil
+	return &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxFetches), clients: clientSlots{per: cfg.MaxFetchesPerClient},
+		refusals: ratelog.Outside(log), fetches: ratelog.Outside(log)}, nil
 }
 
 // kind is what a request asks for.
@@ -390,6 +403,11 @@ func (p *Proxy) fetch(ctx context.Context, mod, what string, do func(context.Con
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.FetchTimeout)
 	defer cancel()
 	start := time.Now()
+	release, ok := p.clients.acquire(ctx, clientOf(ctx))
+	if !ok {
+		return fmt.Errorf("module proxy: %s@%s: no fetch slot within %v (this sandbox has %d fetches running, the most one may)", mod, what, p.cfg.FetchTimeout, p.cfg.MaxFetchesPerClient)
+	}
+	defer release()
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():

@@ -387,3 +387,67 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// blockingSource is a fakeSource whose downloads wait until release is
+// closed, and report on started when they begin.
+type blockingSource struct {
+	*fakeSource
+	started chan string
+	release chan struct{}
+}
+
+func (b *blockingSource) Download(ctx context.Context, mod, v string) error {
+	b.started <- mod
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.fakeSource.Download(ctx, mod, v)
+}
+
+// TestFetchSlotsPerClient: one client (a sandbox) holding a slow fetch
+// cannot take the proxy's other slot; its next fetch waits for its own to
+// end, and another client's fetch runs meanwhile. Before, one sandbox
+// asking for two slow modules held both slots for FetchTimeout.
+func TestFetchSlotsPerClient(t *testing.T) {
+	src := &blockingSource{
+		fakeSource: &fakeSource{cache: t.TempDir(), versions: map[string][]string{"example.com/a": {"v1.0.0"}, "example.com/b": {"v1.0.0"}, "example.com/c": {"v1.0.0"}}},
+		started:    make(chan string, 3),
+		release:    make(chan struct{}),
+	}
+	p, err := New(Config{Allow: []string{"example.com"}, ModCache: src.cache, Source: src, FetchTimeout: time.Minute, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(client, mod string) chan int {
+		code := make(chan int, 1)
+		go func() {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("GET", "/"+mod+"/@v/v1.0.0.zip", nil)
+			p.ServeHTTP(w, r.WithContext(WithClient(r.Context(), client)))
+			code <- w.Code
+		}()
+		return code
+	}
+	a1 := serve("sandbox-1", "example.com/a")
+	if got := <-src.started; got != "example.com/a" {
+		t.Fatalf("first fetch: %s", got)
+	}
+	a2 := serve("sandbox-1", "example.com/b")
+	b1 := serve("sandbox-2", "example.com/c")
+	// The other sandbox's fetch starts while sandbox-1 holds its slot;
+	// sandbox-1's second fetch does not.
+	if got := <-src.started; got != "example.com/c" {
+		t.Fatalf("second fetch to start: %s; want sandbox-2's (example.com/c), sandbox-1 may hold one slot only", got)
+	}
+	close(src.release)
+	for name, c := range map[string]chan int{"sandbox-1 first": a1, "sandbox-1 second": a2, "sandbox-2": b1} {
+		if code := <-c; code != 200 {
+			t.Errorf("%s: %d", name, code)
+		}
+	}
+	if len(p.clients.m) != 0 {
+		t.Errorf("%d clients kept after their fetches ended", len(p.clients.m))
+	}
+}
