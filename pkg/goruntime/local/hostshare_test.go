@@ -223,8 +223,6 @@ const logFlood = `package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"fmt"
 	"io"
 	"net"

@@ -19,10 +19,6 @@ import (
 // next to its HTTP socket (sandbox-server --grpc-addr, docs/sandboxd.md).
 const grpcSocketName = "sandboxd.sock"
 
-// maxStreamCommandBytes is the longest command ExecStream streams; see
-// ExecStream.
-const maxStreamCommandBytes = 64 << 10
-
 // processConn is one sandbox's gRPC client connection, dialled on first
 // use and reused by every ExecStream until the sandbox is closed or
 // disconnected (a new connection per call cost 4-6 ms).
@@ -60,9 +56,10 @@ var _ goruntime.StreamingSandbox = (*Sandbox)(nil)
 // ProcessService over the sandbox's gRPC socket; a sandbox whose server
 // has no such socket (opened by an older version and reattached) runs the
 // command with Exec and passes its whole output to onChunk at the end.
-// A command over maxStreamCommandBytes also runs with Exec: the
-// ProcessService passes it to /bin/sh -c as one argument, which Linux caps
-// at 128 KiB, while Exec's server runs long commands from a file.
+// A command longer than the process API takes (processclient splits one
+// over Linux's 128 KiB argument limit into environment pieces, up to
+// processclient.MaxCommandBytes) also runs with Exec, whose server runs
+// long commands from a file.
 // Errors are Exec's.
 func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
@@ -70,7 +67,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
-	if _, err := os.Lstat(s.l.grpcSocket()); err != nil || len(req.Command) > maxStreamCommandBytes {
+	if _, err := os.Lstat(s.l.grpcSocket()); err != nil || len(req.Command) > processclient.MaxCommandBytes {
 		return goruntime.ExecWhole(ctx, s, req, onChunk)
 	}
 	conn, err := s.proc.get(func(ctx context.Context) (net.Conn, error) {

@@ -141,18 +141,21 @@ func TestSessionExecuteStreamGoProgram(t *testing.T) {
 }
 
 // TestExecStreamLongCommand: a command over Linux's 128 KiB argument
-// limit runs (through Exec) and its output still reaches onChunk.
+// limit streams (processclient splits it), and one over the process API's
+// own limit runs through Exec; either way its output reaches onChunk.
 func TestExecStreamLongCommand(t *testing.T) {
 	_, ss := streamingSandbox(t, testOptions())
-	var streamed strings.Builder
-	res, err := ss.ExecStream(context.Background(), goruntime.ExecRequest{
-		Command: "echo start; : " + strings.Repeat("a", 1<<20) + "\necho end",
-		Timeout: 30 * time.Second,
-	}, func(c goruntime.Chunk) { streamed.Write(c.Data) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Stdout != "start\nend\n" || res.ExitCode != 0 || streamed.String() != res.Stdout {
-		t.Fatalf("stdout %q stderr %.300q exit %d streamed %q", res.Stdout, res.Stderr, res.ExitCode, streamed.String())
+	for _, n := range []int{1 << 20, 2 << 20} {
+		var streamed strings.Builder
+		res, err := ss.ExecStream(context.Background(), goruntime.ExecRequest{
+			Command: "echo start; : " + strings.Repeat("a", n) + "\necho end",
+			Timeout: 30 * time.Second,
+		}, func(c goruntime.Chunk) { streamed.Write(c.Data) })
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if res.Stdout != "start\nend\n" || res.ExitCode != 0 || streamed.String() != res.Stdout {
+			t.Fatalf("%d bytes: stdout %q stderr %.300q exit %d streamed %q", n, res.Stdout, res.Stderr, res.ExitCode, streamed.String())
+		}
 	}
 }
