@@ -334,7 +334,11 @@ func processCases() []diffCase {
 			// Upstream sizes the PTY only after the child has started, so a
 			// command that asks at once may see "0 0" on either server
 			// (docs/sandboxd.md, "PTY size race"); wait a moment first.
-			return stream(t, tg, &processv1.StartRequest{Config: sh("sleep 0.3; stty size; echo hi"), Pty: &processv1.PTY{Cols: 80, Rows: 24}}, nil)
+			// Upstream may also lose output written just before the
+			// command exits (its reader stops at the PTY's EIO; seen under
+			// load: "24 80" without "hi"), so the command lingers after
+			// its last line.
+			return stream(t, tg, &processv1.StartRequest{Config: sh("sleep 0.3; stty size; echo hi; sleep 0.3"), Pty: &processv1.PTY{Cols: 80, Rows: 24}}, nil)
 		}},
 		{name: "ResizeTTY/running PTY", run: func(t *testing.T, tg *target) string {
 			return stream(t, tg, &processv1.StartRequest{Config: sh("sleep 0.5; stty size"), Pty: &processv1.PTY{Cols: 80, Rows: 24}},
