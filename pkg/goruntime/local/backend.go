@@ -86,8 +86,8 @@ func New(opts Options) (*Backend, error) {
 	if err := b.setupProtections(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	if out, err := probe(context.Background(), b.bwrap, b.layers, b.probeUID()); err != nil {
-		return nil, unavailable("%s", b.diagnoseProbe(context.Background(), out, err))
+	if out, err := trialSandbox(context.Background(), b.bwrap, b.layers, b.trialUID()); err != nil {
+		return nil, unavailable("%s", b.diagnoseTrial(context.Background(), out, err))
 	}
 
 	if o.StateDir == "" {

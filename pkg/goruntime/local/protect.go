@@ -168,10 +168,10 @@ func (b *Backend) setupProtections() error {
 	return nil
 }
 
-// probe runs a minimal sandbox (every namespace, the layers ly, cmd or
+// trialSandbox runs a minimal sandbox (every namespace, the layers ly, cmd or
 // /bin/true) as host uid uid (-1: as the caller) and returns bubblewrap's
 // output on failure.
-func probe(ctx context.Context, bwrap string, ly layers, uid int, cmd ...string) (string, error) {
+func trialSandbox(ctx context.Context, bwrap string, ly layers, uid int, cmd ...string) (string, error) {
 	var x extraFiles
 	defer x.close()
 	a := []string{"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
@@ -197,36 +197,36 @@ func probe(ctx context.Context, bwrap string, ly layers, uid int, cmd ...string)
 	return strings.TrimSpace(string(out)), err
 }
 
-// probeUID is the uid probes run as: the last of the sandbox range when
+// trialUID is the uid trial sandboxes run as: the last of the sandbox range when
 // sandboxes get host uids of their own, else the caller's own (-1).
-func (b *Backend) probeUID() int {
+func (b *Backend) trialUID() int {
 	if b.hostUID {
 		return b.opts.HostUIDBase + b.opts.HostUIDCount - 1
 	}
 	return -1
 }
 
-// diagnoseProbe names which layer made a probe with all of them fail.
-func (b *Backend) diagnoseProbe(ctx context.Context, out string, err error) string {
-	if o, err := probe(ctx, b.bwrap, layers{}, -1); err != nil {
+// diagnoseTrial names which layer made a trial sandbox with all of them fail.
+func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) string {
+	if o, err := trialSandbox(ctx, b.bwrap, layers{}, -1); err != nil {
 		return fmt.Sprintf("bubblewrap cannot create namespaces here (%v: %s); allow unprivileged user namespaces "+
 			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
 			"or run outside a container that forbids them", err, o)
 	}
 	if b.hostUID {
-		if o, err := probe(ctx, b.bwrap, layers{}, b.probeUID()); err != nil {
+		if o, err := trialSandbox(ctx, b.bwrap, layers{}, b.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot run as an unprivileged host uid (%d) here (%v: %s): allow unprivileged user namespaces "+
 				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID, --relax=hostuid) to run sandboxes as root",
-				b.probeUID(), err, o)
+				b.trialUID(), err, o)
 		}
 	}
 	if b.seccompProg != nil {
-		if o, err := probe(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.probeUID()); err != nil {
+		if o, err := trialSandbox(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp, --relax=seccomp)", err, o)
 		}
 	}
 	if b.usernsBlock {
-		if o, err := probe(ctx, b.bwrap, layers{usernsBlock: true}, b.probeUID()); err != nil {
+		if o, err := trialSandbox(ctx, b.bwrap, layers{usernsBlock: true}, b.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns, --relax=userns)", err, o)
 		}
 	}

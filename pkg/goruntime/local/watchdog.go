@@ -110,7 +110,7 @@ func (s *Sandbox) watch(ctx context.Context, cancel context.CancelCauseFunc, wha
 		if st := s.serverState(); st == "running" || st == "unknown" {
 			continue
 		}
-		if s.probe() != nil {
+		if s.pingServer() != nil {
 			cancel(errServerWedged)
 			return
 		}
@@ -141,8 +141,8 @@ func (s *Sandbox) serverState() string {
 	return "running"
 }
 
-// probe asks the server's readiness with a short timeout of its own.
-func (s *Sandbox) probe() error {
+// pingServer asks the server's readiness with a short timeout of its own.
+func (s *Sandbox) pingServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	return s.cl.ready(ctx)
@@ -167,7 +167,7 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return nil
 	default:
-		if s.probe() == nil {
+		if s.pingServer() == nil {
 			return nil
 		}
 		if s.serverState() == "exited" {

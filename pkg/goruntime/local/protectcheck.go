@@ -34,7 +34,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	}
 	ns := Protection{Name: ProtNamespaces, Status: StatusActive, Required: true,
 		Detail: "bubblewrap " + bwrapVersion(bw) + ": user, pid, net, ipc, uts namespaces; all capabilities dropped; read-only root"}
-	if o2, err := probe(ctx, bw, layers{}, -1); err != nil {
+	if o2, err := trialSandbox(ctx, bw, layers{}, -1); err != nil {
 		ns.Status, ns.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot create namespaces: %v: %s", err, o2)
 		ns.Fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: kernel.apparmor_restrict_unprivileged_userns=0), or run outside a container that forbids them"
 	}
@@ -48,7 +48,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 		sc.Status, sc.Detail, sc.Fix = StatusUnavailable, err.Error(), "relax it (Options.Relax.Seccomp, --relax=seccomp)"
 	default:
 		allowed, _ := seccomp.Allowed()
-		if o2, err := probe(ctx, bw, layers{seccompProg: prog}, -1); err != nil {
+		if o2, err := trialSandbox(ctx, bw, layers{seccompProg: prog}, -1); err != nil {
 			sc.Status, sc.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot load the filter: %v: %s", err, o2)
 			sc.Fix = "a kernel with CONFIG_SECCOMP_FILTER, or relax it (Options.Relax.Seccomp, --relax=seccomp)"
 		} else {
@@ -60,7 +60,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	un := Protection{Name: ProtNestedUserns, Required: !o.Relax.NestedUserns}
 	if o.Relax.NestedUserns {
 		un.Status, un.Detail = StatusRelaxed, "Options.Relax.NestedUserns: bubblewrap does not block them (the seccomp filter still refuses them unless relaxed too)"
-	} else if o2, err := probe(ctx, bw, layers{usernsBlock: true}, -1, "/bin/sh", "-c", "! unshare --user true 2>/dev/null"); err != nil {
+	} else if o2, err := trialSandbox(ctx, bw, layers{usernsBlock: true}, -1, "/bin/sh", "-c", "! unshare --user true 2>/dev/null"); err != nil {
 		un.Status, un.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap --disable-userns failed: %v: %s", err, o2)
 		un.Fix = "bubblewrap 0.8 or later (scripts/install-deps.sh), or relax it (Options.Relax.NestedUserns, --relax=userns)"
 	} else {
@@ -84,7 +84,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 		hu.Status, hu.Detail = StatusRelaxed, "Options.Relax.HostUID: sandboxes run as host root (without capabilities); files they write belong to root"
 	default:
 		uid := o.HostUIDBase + o.HostUIDCount - 1
-		if o2, err := probe(ctx, bw, layers{}, uid); err != nil {
+		if o2, err := trialSandbox(ctx, bw, layers{}, uid); err != nil {
 			hu.Status, hu.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot run as uid %d: %v: %s", uid, err, o2)
 			hu.Fix = "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0), or relax it (Options.Relax.HostUID, --relax=hostuid)"
 		} else {
