@@ -1,0 +1,286 @@
+package local_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// The host's open-file table: files a sandbox holds through descriptors
+// (capped per process by RLIMIT_NOFILE) and through memory mappings
+// (bounded by its memory limit). See hostshare_test.go.
+
+// fileHog starts up to 60 child processes (itself, re-executed) that each
+// open /dev/null until an open fails (at most 5000 times), prints
+// "child <opened> <error>" for each, touches /app/ready and holds the
+// files until /app/release exists.
+const fileHog = `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func waitFor(name string) {
+	for i := 0; i < 12000; i++ {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		var held []*os.File
+		var failure error
+		for len(held) < 5000 {
+			f, err := os.Open("/dev/null")
+			if err != nil {
+				failure = err
+				break
+			}
+			held = append(held, f)
+		}
+		fmt.Println(len(held), failure)
+		waitFor("/app/release")
+		return
+	}
+	var kids []*exec.Cmd
+	for i := 0; i < 60; i++ {
+		c := exec.Command("/proc/self/exe", "child")
+		c.Env = append(os.Environ(), "GOMAXPROCS=1")
+		out, _ := c.StdoutPipe()
+		if err := c.Start(); err != nil {
+			fmt.Println("start:", err)
+			break
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			fmt.Println("child died:", err)
+			break
+		}
+		fmt.Print("child ", line)
+		kids = append(kids, c)
+	}
+	os.WriteFile("/app/ready", nil, 0o644)
+	waitFor("/app/release")
+	for _, c := range kids {
+		c.Wait()
+	}
+}
+`
+
+// fileTableUse returns the host's allocated file handles and the table's
+// size (fs.file-max), from /proc/sys/fs/file-nr.
+func fileTableUse(t *testing.T) (used, max int64) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/sys/fs/file-nr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 3 {
+		t.Fatalf("file-nr: %q", data)
+	}
+	used, _ = strconv.ParseInt(f[0], 10, 64)
+	max, _ = strconv.ParseInt(f[2], 10, 64)
+	return used, max
+}
+
+// TestOpenFileTableShare: a sandbox whose processes open files until they
+// cannot holds at most 1/16 of the host's open-file table (each process
+// stops at Options.OpenFiles with EMFILE), while a second sandbox runs
+// `go run`. Before RLIMIT_NOFILE was set, sandboxes inherited the host's
+// limit (20000 on these machines) and 130 processes filled the table.
+func TestOpenFileTableShare(t *testing.T) {
+	b := newBackend(t, testOptions())
+	hog, other := openSession(t, b), openSession(t, b)
+	before, fileMax := fileTableUse(t)
+	release := hostile(t, hog, goruntime.Request{
+		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(fileHog)}},
+		Command: "cd hog && go build -o /tmp/hog main.go && /tmp/hog",
+		Timeout: 3 * time.Minute,
+	})
+	held, _ := fileTableUse(t)
+	res := mustOK(t, other, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
+	if !strings.Contains(res.Stdout, "hello, world") {
+		t.Errorf("second sandbox's go run: %q", res.Stdout)
+	}
+	out := release().Stdout
+
+	children := 0
+	for line := range strings.Lines(out) {
+		rest, ok := strings.CutPrefix(line, "child ")
+		if !ok {
+			continue
+		}
+		children++
+		n, failure, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		if opened, _ := strconv.Atoi(n); opened >= 5000 || !strings.Contains(failure, "too many open files") {
+			t.Fatalf("a process in the sandbox opened %s files and then %q; want EMFILE (\"too many open files\") below the open-file limit", n, failure)
+		}
+	}
+	if children < 10 {
+		t.Fatalf("only %d child processes started; output:\n%s", children, out)
+	}
+	// Each process holds at most its limit; the host's table grew by no
+	// more (the sandbox's other processes, a few dozen files, aside).
+	// noise allows for what other processes on the host opened meanwhile.
+	const noise = 20_000
+	bound := int64(children+4)*int64(defaultOpenFiles(fileMax)) + noise
+	t.Logf("host open files: %d before, %d while %d processes of the sandbox held theirs (table %d, bound %d)", before, held, children, fileMax, bound)
+	if held-before > bound {
+		t.Errorf("one sandbox's %d processes took %d of the host's open files: more than %d (each its limit, and %d for the rest of the host)", children, held-before, bound, noise)
+	}
+}
+
+// defaultOpenFiles is local.Options.OpenFiles's default on a host whose
+// table holds fileMax files, for the default task limit.
+func defaultOpenFiles(fileMax int64) int {
+	n := fileMax / 16 / int64(local.DefaultProcesses+local.OwnTasks)
+	return int(max(local.MinOpenFiles, min(local.DefaultOpenFiles, n)))
+}
+
+// TestOpenFilesOption: Options.OpenFiles is each sandbox process's
+// RLIMIT_NOFILE, soft and hard, so a command cannot raise it; New
+// refuses one below MinOpenFiles.
+func TestOpenFilesOption(t *testing.T) {
+	opts := testOptions()
+	opts.OpenFiles = 300
+	s := openSession(t, newBackend(t, opts))
+	res := mustOK(t, s, goruntime.Request{Command: "ulimit -Sn; ulimit -Hn; ulimit -n 301 2>&1 || echo refused"})
+	if got := strings.Fields(res.Stdout); len(got) < 3 || got[0] != "300" || got[1] != "300" || got[len(got)-1] != "refused" {
+		t.Errorf("ulimit -Sn, -Hn, raising it: %q; want 300, 300, refused", res.Stdout)
+	}
+	opts.OpenFiles = local.MinOpenFiles - 1
+	if _, err := local.New(opts); err == nil || !strings.Contains(err.Error(), "Options.OpenFiles") {
+		t.Errorf("New with OpenFiles %d: %v; want an error naming Options.OpenFiles", opts.OpenFiles, err)
+	}
+}
+
+// mapHog starts up to 12 child processes (itself, re-executed) that each
+// open a file, map a page of it and close the descriptor until that fails
+// (the kernel's map count per process, or the memory limit): each mapping
+// keeps an open file that RLIMIT_NOFILE does not count.
+const mapHog = `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		n := 0
+		var failure error
+		for n < 70000 {
+			fd, err := syscall.Open("/tmp/page", syscall.O_RDONLY, 0)
+			if err != nil {
+				failure = err
+				break
+			}
+			_, _, e := syscall.Syscall6(syscall.SYS_MMAP, 0, 4096, syscall.PROT_READ, syscall.MAP_PRIVATE, uintptr(fd), 0)
+			syscall.Close(fd)
+			if e != 0 {
+				failure = e
+				break
+			}
+			n++
+		}
+		fmt.Println(n, failure)
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		return
+	}
+	os.WriteFile("/tmp/page", make([]byte, 4096), 0o644)
+	var kids []*exec.Cmd
+	var stdins []interface{ Close() error }
+	for i := 0; i < 12; i++ {
+		c := exec.Command("/proc/self/exe", "child")
+		c.Env = append(os.Environ(), "GOMAXPROCS=1")
+		out, _ := c.StdoutPipe()
+		in, _ := c.StdinPipe()
+		if err := c.Start(); err != nil {
+			fmt.Println("start:", err)
+			break
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			fmt.Println("child died:", err)
+			break
+		}
+		fmt.Print("child ", line)
+		kids = append(kids, c)
+		stdins = append(stdins, in)
+	}
+	for _, in := range stdins {
+		in.Close()
+	}
+	for _, c := range kids {
+		c.Wait()
+	}
+}
+`
+
+// TestMappedFilesShare: files a sandbox holds through memory mappings
+// (open, mmap, close), which RLIMIT_NOFILE does not count, are bounded by
+// its memory limit at no more than MemoryBytes / 384 bytes: the figure
+// behind the file-table protection (fileTableProblem), which requires the
+// host's table to hold four such sandboxes. A kernel that made such files
+// cheaper would fail this test, and the protection would need a new
+// figure.
+func TestMappedFilesShare(t *testing.T) {
+	const memory, perFile = 128 << 20, 384 // local.mappedFileBytes
+	opts := testOptions()
+	opts.MemoryBytes = memory
+	s := openSession(t, newBackend(t, opts))
+	before, _ := fileTableUse(t)
+	peak := before
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if used, _ := fileTableUse(t); used > peak {
+				peak = used
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	res := run(t, s, goruntime.Request{
+		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(mapHog)}},
+		Command: "cd hog && go build -o /tmp/hog main.go && /tmp/hog",
+		Timeout: 3 * time.Minute,
+	})
+	close(stop)
+	<-sampled
+	held := int64(0)
+	for line := range strings.Lines(res.Stdout) {
+		if rest, ok := strings.CutPrefix(line, "child "); ok {
+			n, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			held += n
+		}
+	}
+	t.Logf("the sandbox's processes mapped %d files in all (outcome %s); the host's table peaked %d above where it was (bound %d)", held, res.Outcome, peak-before, memory/perFile)
+	if held < memory/perFile {
+		t.Fatalf("the hog mapped only %d files; it proves nothing:\n%s\n%s", held, res.Stdout, res.Stderr)
+	}
+	if peak-before > memory/perFile {
+		t.Errorf("a sandbox with %d MiB of memory held %d files at once: more than %d (memory / %d bytes); lower local.mappedFileBytes",
+			memory>>20, peak-before, memory/perFile, perFile)
+	}
+}
