@@ -38,6 +38,14 @@ type cgroupLimits struct {
 	Background bool
 }
 
+// socketBytes is how much socket buffer memory (TCP and UDP, in all
+// its sockets) a sandbox of memoryBytes may hold: an eighth of its memory
+// limit, 128 MiB for the default 1 GiB, so one sandbox takes at most a
+// small share of the host's tcp_mem and udp_mem (2.2 GiB each on these
+// machines). Past it, sends block and receive queues drop, in that
+// sandbox alone.
+func socketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
+
 // cgroupCounters are the cgroup's limit-hit counters at one moment.
 type cgroupCounters struct {
 	OOMKills int64 // processes the OOM killer killed
@@ -264,6 +272,14 @@ func newCgroupV1(id string, lim cgroupLimits, groups map[string]string) (*cgroup
 	// so swapping does not stretch the limit.
 	if _, err := os.Stat(filepath.Join(cg.Memory, "memory.memsw.limit_in_bytes")); err == nil {
 		writes = append(writes, [2]string{filepath.Join(cg.Memory, "memory.memsw.limit_in_bytes"), mem})
+	}
+	// Socket buffers (TCP and UDP) are host-wide memory (net.ipv4.tcp_mem,
+	// udp_mem) that a v1 memory limit does not cover: without a limit of
+	// their own one sandbox filled the host's whole tcp_mem (2.2 GiB) in
+	// 17 s and stalled every TCP connection on the host and in other
+	// sandboxes. v2's memory.max covers them.
+	if _, err := os.Stat(filepath.Join(cg.Memory, "memory.kmem.tcp.limit_in_bytes")); err == nil {
+		writes = append(writes, [2]string{filepath.Join(cg.Memory, "memory.kmem.tcp.limit_in_bytes"), strconv.FormatInt(socketBytes(lim.MemoryBytes), 10)})
 	}
 	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,
