@@ -153,6 +153,12 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			s.cl.close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}
+		if !b.opts.Network {
+			if err := capListenQueue(ctx, s.meta.Server); err != nil {
+				s.cl.close()
+				return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+			}
+		}
 	}
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {
