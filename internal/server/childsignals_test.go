@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,8 +144,10 @@ func TestCompanionAloneCommandsStartWithDefaultSignals(t *testing.T) {
 			var m struct{ Msg string }
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m.Msg == "sandboxd listening" {
 				close(listening)
+				break
 			}
 		}
+		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	select {
 	case <-listening:
