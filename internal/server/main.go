@@ -75,7 +75,8 @@ func defaultSignalsForCommands(ctx context.Context, log *slog.Logger) {
 		log.Debug("signals inherited as ignored: still ignored here, at their default for commands", "signals", fmt.Sprint(taken))
 	}
 	if len(left) > 0 {
-		log.Warn("sandbox-server: signals inherited as ignored that commands inherit too (Go cannot catch them)", "signals", fmt.Sprint(left))
+		// The C library's 32 and 33: harmless (package sigdefault).
+		log.Debug("signals inherited as ignored that commands inherit too (Go cannot catch them)", "signals", fmt.Sprint(left))
 	}
 }
 

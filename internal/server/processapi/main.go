@@ -114,13 +114,11 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 	// Signals inherited as ignored stay ignored here but not for commands
 	// (internal/server/sigdefault).
 	taken, left, err := sigdefault.ForChildren(ctx, log)
-	switch {
-	case err != nil:
+	if err != nil {
 		log.Warn("sandbox-processapi: commands may start with signals ignored", "err", err)
-	case len(left) > 0:
-		log.Warn("sandbox-processapi: signals inherited as ignored that commands inherit too (Go cannot catch them)", "signals", fmt.Sprint(left))
-	case len(taken) > 0:
-		log.Debug("signals inherited as ignored: still ignored here, at their default for commands", "signals", fmt.Sprint(taken))
+	} else if len(taken)+len(left) > 0 {
+		// left: the C library's 32 and 33, harmless (package sigdefault).
+		log.Debug("signals inherited as ignored: still ignored here, at their default for commands (but those left)", "taken", fmt.Sprint(taken), "left", fmt.Sprint(left))
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

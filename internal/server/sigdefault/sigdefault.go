@@ -13,6 +13,13 @@
 // help: they put the inherited SIG_IGN back. What does is an active
 // signal.Notify: while it lasts, the runtime catches the signal, and a
 // caught signal starts at its default in every exec'd program.
+//
+// Signals 32 and 33 are out of reach: the C library's own (glibc's
+// cancellation and set*id signals), for which Go never installs a
+// handler. They stay as inherited; GNU make 4.3, for one, starts its
+// recipes with both ignored. That is harmless: the C libraries install
+// their own handlers for them when they need them, and no program uses
+// them otherwise (SIGRTMIN is 34 or above).
 package sigdefault
 
 import (
@@ -31,8 +38,8 @@ import (
 // process catches and drops it (logged at debug level), so it still
 // ignores the signal itself, and the programs it execs start with it at
 // its default disposition. It returns the signals it took over, and
-// those it could not (glibc's signals 32 and 33, which Go never catches;
-// they stay ignored for children). Call it before starting any command.
+// those it could not (32 and 33, see the package comment; they stay
+// ignored for children). Call it before starting any command.
 func ForChildren(ctx context.Context, log *slog.Logger) (taken, left []syscall.Signal, err error) {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
