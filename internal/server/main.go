@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
 
@@ -19,7 +20,9 @@ import (
 // SIGTERM or SIGINT, then kills running commands and shuts down. args are
 // the command-line arguments after the program name (os.Args[1:]); each
 // flag falls back to an environment variable read through getenv (see
-// --help). Commands inherit the process environment (os.Environ()). Logs
+// --help). Commands inherit the process environment (os.Environ()), but
+// not the signals it was started with ignored: they start with every
+// signal at its default disposition. Logs
 // go to stderr as JSON lines; the first "listening" line carries the
 // bound address. It returns the process exit code: 0 after a clean
 // shutdown or --help, 2 for bad flags, 1 when the server cannot start.
@@ -55,8 +58,28 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	cfg.CompanionStderr = logw
 	cfg.Environ = os.Environ()
 	cfg.ProcessAPI = processAPI
+	defaultSignalsForCommands(ctx, log)
 	reserveOSThreads(f.OSThreads)
 	return Serve(ctx, cfg, ls)
+}
+
+// defaultSignalsForCommands keeps the signals this process inherited as
+// ignored (nohup, a supervisor, a shell's traps) from being passed on:
+// commands start with every signal at its default disposition, while the
+// process goes on ignoring them itself (internal/server/sigdefault).
+func defaultSignalsForCommands(ctx context.Context, log *slog.Logger) {
+	taken, left, err := sigdefault.ForChildren(ctx, log)
+	if err != nil {
+		log.Warn("sandbox-server: commands may start with signals ignored", "err", err)
+		return
+	}
+	if len(taken) > 0 {
+		log.Debug("signals inherited as ignored: still ignored here, at their default for commands", "signals", fmt.Sprint(taken))
+	}
+	if len(left) > 0 {
+		// The C library's 32 and 33: harmless (package sigdefault).
+		log.Debug("signals inherited as ignored that commands inherit too (Go cannot catch them)", "signals", fmt.Sprint(left))
+	}
 }
 
 // Serve runs a runtime server for cfg on every listener ls names until ctx

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 )
 
 // Main runs the process API as the companion binary
@@ -26,7 +27,8 @@ import (
 // those listeners as inherited file descriptors (--grpc-fd, --rest-fd) and
 // a pipe for command events (--events-fd, see internal/server/procevents);
 // run by hand, it opens --grpc-addr and --rest-addr itself. Commands
-// inherit this process's environment. Logs go to stderr as JSON lines. It
+// inherit this process's environment, but start with every signal at its
+// default disposition, whatever this process inherited ignored. Logs go to stderr as JSON lines. It
 // returns the process exit code: 0 after a clean shutdown or --help, 2 for
 // bad flags, 1 when it cannot start.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -108,6 +110,15 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 		f := os.NewFile(uintptr(*eventsFD), "events")
 		defer f.Close()
 		cfg.Observer = procevents.NewWriter(f)
+	}
+	// Signals inherited as ignored stay ignored here but not for commands
+	// (internal/server/sigdefault).
+	taken, left, err := sigdefault.ForChildren(ctx, log)
+	if err != nil {
+		log.Warn("sandbox-processapi: commands may start with signals ignored", "err", err)
+	} else if len(taken)+len(left) > 0 {
+		// left: the C library's 32 and 33, harmless (package sigdefault).
+		log.Debug("signals inherited as ignored: still ignored here, at their default for commands (but those left)", "taken", fmt.Sprint(taken), "left", fmt.Sprint(left))
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

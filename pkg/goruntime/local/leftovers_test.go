@@ -195,6 +195,14 @@ func TestPruneStaleLeases(t *testing.T) {
 // of extra seed) are removed by the next New's prune: the marker, the
 // mounted disk and its image, the cache. The spares of the current seed
 // stay, mounted.
+//
+// The test makes all it needs, so it holds on an empty state directory:
+// it builds the extra seed first (PrepareExtra; on a fresh machine the
+// backend would otherwise finish it in the background halfway through,
+// and the current seed would change under the test), waits for the
+// backend to fill the spare disks, and makes the build caches itself (the
+// backend fills spare caches only for sandboxes without a disk of their
+// own, Relax.DiskQuota).
 func TestPruneUnclaimableSpares(t *testing.T) {
 	opts := testOptions()
 	opts.DiskInodes = 200_003 // a spare group of this test's own
@@ -205,6 +213,9 @@ func TestPruneUnclaimableSpares(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := b.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PrepareExtra(ctx); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := b.Open(ctx) // claims a disk; the pool refills to two behind it
@@ -250,13 +261,22 @@ func TestPruneUnclaimableSpares(t *testing.T) {
 	if err := os.Rename(filepath.Join(current, moved), filepath.Join(stale, moved)); err != nil {
 		t.Fatal(err)
 	}
-	staleCache := filepath.Join(b.StateDir(), "spare", key+"-extra-v0-test", randomID(t))
-	if err := os.MkdirAll(filepath.Join(staleCache, "00"), 0o700); err != nil {
-		t.Fatal(err)
+	// A spare build cache is a directory of cache files (00/x-a ...)
+	// named by a random ID under spare/<seed>/; what it holds does not
+	// matter to the prune.
+	spareCache := func(seed string) string {
+		dir := filepath.Join(b.StateDir(), "spare", seed, randomID(t))
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		if err := os.MkdirAll(filepath.Join(dir, "00"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "00", "x-a"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
-	if err := os.WriteFile(filepath.Join(staleCache, "00", "x-a"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	staleCache := spareCache(key + "-extra-v0-test")
+	currentCache := spareCache(seed)
 
 	pruneNow(t, opts)
 
@@ -277,9 +297,11 @@ func TestPruneUnclaimableSpares(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(current, kept)); err != nil || !mounted(diskMount(kept)) {
 		t.Errorf("spare disk %s of the current seed: marker %v, mounted %v; want both kept", kept, err, mounted(diskMount(kept)))
 	}
-	// Other processes may claim the current seed's caches meanwhile; the
-	// prune removes a group's directory only when it is not claimable.
-	if _, err := os.Stat(filepath.Join(b.StateDir(), "spare", seed)); err != nil {
+	// A prune that took the current seed for superseded would have
+	// trashed currentCache and removed its group. Another process may
+	// claim currentCache meanwhile (a backend of this state directory
+	// without disks), which leaves the group: so the group is what counts.
+	if _, err := os.Stat(filepath.Dir(currentCache)); err != nil {
 		t.Errorf("spare build caches of the current seed: %v", err)
 	}
 }

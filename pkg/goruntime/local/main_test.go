@@ -45,8 +45,11 @@ func TestMain(m *testing.M) {
 }
 
 // testOptions are the options every test starts from. The state directory
-// is the default one (or $LOCAL_TEST_STATE_DIR), so the seed build cache
-// is built once per machine, not once per run.
+// is $LOCAL_TEST_STATE_DIR, else the default one, where the seed build
+// cache is built once per machine, not once per run. make unit sets it to
+// a fresh, empty directory (scripts/fresh-state-dir.sh): no test may rely
+// on what an earlier run or another test left there; a test that needs a
+// spare or the extra seed makes it or waits for the backend to.
 //
 // The warm pool is off (most tests make their own backend, and a pool of
 // started sandboxes per backend would only load the machine); the pool's
