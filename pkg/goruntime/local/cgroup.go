@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -50,73 +49,6 @@ func socketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
 type cgroupCounters struct {
 	OOMKills int64 // processes the OOM killer killed
 	PidsMax  int64 // forks refused at pids.max
-}
-
-// mountedControllers finds where the cgroup hierarchies are mounted.
-// For v1 it maps controller name to mount point; v2 is the cgroup2 mount.
-func mountedControllers() (v1 map[string]string, v2 string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, "", err
-	}
-	defer f.Close()
-	v1 = map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+3 >= len(fields)+1 || len(fields) < 5 {
-			continue
-		}
-		fstype, mnt := fields[sep+1], fields[4]
-		switch fstype {
-		case "cgroup2":
-			if v2 == "" {
-				v2 = mnt
-			}
-		case "cgroup":
-			if sep+3 < len(fields) {
-				for _, o := range strings.Split(fields[sep+3], ",") {
-					if o == "memory" || o == "pids" || o == "cpu" {
-						if _, ok := v1[o]; !ok {
-							v1[o] = mnt
-						}
-					}
-				}
-			}
-		}
-	}
-	return v1, v2, sc.Err()
-}
-
-// ownCgroups reads /proc/self/cgroup: controller (or "" for v2) -> path.
-func ownCgroups() (map[string]string, error) {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	own := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			own[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			own[c] = parts[2]
-		}
-	}
-	return own, nil
 }
 
 // CPU weights: a sandbox may use CPUs cores, so under contention it
@@ -185,57 +117,6 @@ func newCgroup(id string, lim cgroupLimits) (*cgroup, error) {
 		return newCgroupV1(id, lim, l.v1)
 	}
 	return newCgroupV2(id, lim, l.v2Own, l.v2)
-}
-
-// groupLayout is where the sandboxes' cgroups live: one directory,
-// cgroupGroup below the caller's own cgroup, holding a cgroup per sandbox
-// (named by its ID), per v1 hierarchy or in the v2 tree. Exactly one of v1
-// and v2 is set.
-type groupLayout struct {
-	v1    map[string]string // v1 controller (memory, pids, cpu if mounted) -> group directory
-	v2    string            // the v2 group directory
-	v2Own string            // the caller's own v2 cgroup, the group's parent
-}
-
-// findGroupLayout finds the groupLayout of this process: v1 when the
-// memory and pids hierarchies are mounted, else v2.
-func findGroupLayout() (groupLayout, error) {
-	mounts, unified, err := mountedControllers()
-	if err != nil {
-		return groupLayout{}, fmt.Errorf("find cgroup mounts: %w", err)
-	}
-	own, err := ownCgroups()
-	if err != nil {
-		return groupLayout{}, fmt.Errorf("read own cgroups: %w", err)
-	}
-	if mounts["memory"] != "" && mounts["pids"] != "" {
-		v1 := map[string]string{}
-		for _, c := range []string{"memory", "pids", "cpu"} {
-			if mounts[c] != "" {
-				v1[c] = filepath.Join(mounts[c], own[c], cgroupGroup)
-			}
-		}
-		return groupLayout{v1: v1}, nil
-	}
-	if unified != "" {
-		ownDir := filepath.Join(unified, own[""])
-		return groupLayout{v2: filepath.Join(ownDir, cgroupGroup), v2Own: ownDir}, nil
-	}
-	return groupLayout{}, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
-}
-
-// dirs lists the layout's group directories.
-func (l groupLayout) dirs() []string {
-	if l.v1 == nil {
-		return []string{l.v2}
-	}
-	var dirs []string
-	for _, c := range []string{"memory", "pids", "cpu"} {
-		if l.v1[c] != "" {
-			dirs = append(dirs, l.v1[c])
-		}
-	}
-	return dirs
 }
 
 // newCgroupV1 creates sandbox id's cgroups in groups (controller -> group

@@ -97,13 +97,17 @@ func fileTableUse(t *testing.T) (used, max int64) {
 }
 
 // TestOpenFileTableShare: a sandbox whose processes open files until they
-// cannot holds at most 1/16 of the host's open-file table (each process
-// stops at Options.OpenFiles with EMFILE), while a second sandbox runs
+// cannot takes from the host's open-file table no more than its limit
+// per process (each stops at Options.OpenFiles with EMFILE), while a second sandbox runs
 // `go run`. Before RLIMIT_NOFILE was set, sandboxes inherited the host's
 // limit (20000 on these machines) and 130 processes filled the table.
 func TestOpenFileTableShare(t *testing.T) {
 	b := newBackend(t, testOptions())
 	hog, other := openSession(t, b), openSession(t, b)
+	limit, err := strconv.ParseInt(strings.TrimSpace(mustOK(t, hog, goruntime.Request{Command: "ulimit -Hn"}).Stdout), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, fileMax := fileTableUse(t)
 	release := hostile(t, hog, goruntime.Request{
 		Files:   []goruntime.File{{Path: "hog/main.go", Data: []byte(fileHog)}},
@@ -136,18 +140,11 @@ func TestOpenFileTableShare(t *testing.T) {
 	// more (the sandbox's other processes, a few dozen files, aside).
 	// noise allows for what other processes on the host opened meanwhile.
 	const noise = 20_000
-	bound := int64(children+4)*int64(defaultOpenFiles(fileMax)) + noise
+	bound := int64(children+4)*limit + noise
 	t.Logf("host open files: %d before, %d while %d processes of the sandbox held theirs (table %d, bound %d)", before, held, children, fileMax, bound)
 	if held-before > bound {
 		t.Errorf("one sandbox's %d processes took %d of the host's open files: more than %d (each its limit, and %d for the rest of the host)", children, held-before, bound, noise)
 	}
-}
-
-// defaultOpenFiles is local.Options.OpenFiles's default on a host whose
-// table holds fileMax files, for the default task limit.
-func defaultOpenFiles(fileMax int64) int {
-	n := fileMax / 16 / int64(local.DefaultProcesses+local.OwnTasks)
-	return int(max(local.MinOpenFiles, min(local.DefaultOpenFiles, n)))
 }
 
 // TestOpenFilesOption: Options.OpenFiles is each sandbox process's
