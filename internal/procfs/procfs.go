@@ -11,6 +11,8 @@ import (
 type Stat struct {
 	// State is the one-letter state: 'R', 'S', 'D', 'Z' (zombie), ...
 	State byte
+	// Pgrp is field 5: the process group the process is in.
+	Pgrp int
 	// StartTime is field 22: when the process started, in clock ticks
 	// since boot. A pid reused by another process has another StartTime.
 	StartTime uint64
@@ -41,7 +43,11 @@ func parseStat(pid int, s string) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("parse /proc/%d/stat start time: %w", pid, err)
 	}
-	return Stat{State: fields[0][0], StartTime: start}, nil
+	pgrp, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return Stat{}, fmt.Errorf("parse /proc/%d/stat process group: %w", pid, err)
+	}
+	return Stat{State: fields[0][0], Pgrp: pgrp, StartTime: start}, nil
 }
 
 // Gone reports whether pid has exited: it is absent, unreadable or a
@@ -49,6 +55,25 @@ func parseStat(pid int, s string) (Stat, error) {
 func Gone(pid int) bool {
 	st, err := ReadStat(pid)
 	return err != nil || st.State == 'Z'
+}
+
+// GroupRunning reports whether any process of process group pgid runs
+// (is not a zombie).
+func GroupRunning(pgid int) (bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil && st.Pgrp == pgid && st.State != 'Z' {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Alive reports whether pid runs (is not a zombie) and is the process that

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procgroup"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -243,6 +244,7 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	want := map[string]bool{}
 	list := exec.CommandContext(ctx, goCmd, "list", "-deps", "-test", "-f", "{{.ImportPath}}", ".")
 	list.Dir, list.Env = src, runEnv
+	procgroup.Bind(list)
 	if out, err := list.Output(); err == nil {
 		for _, p := range strings.Fields(string(out)) {
 			want[p] = true
@@ -298,7 +300,9 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 			report(p)
 		}}
 		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Run(); err != nil {
+		// The whole group: a go command killed by ctx leaves its
+		// compile, cgo and gcc children writing into the cache.
+		if err := procgroup.Run(cmd); err != nil {
 			return fmt.Errorf("go %s: %w: %s", strings.Join(st.args, " "), err, bytes.TrimSpace(out.tail()))
 		}
 	}

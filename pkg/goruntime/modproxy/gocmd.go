@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procgroup"
 )
 
 // GoCommand is the Source that runs the host's go command: `go mod
@@ -74,9 +75,7 @@ func (g GoCommand) run(ctx context.Context, v any, args ...string) error {
 	cmd.Env, cmd.Dir = g.Env, g.Dir
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	procgroup.Bind(cmd)
 	err := cmd.Run()
 	if jerr := json.Unmarshal(stdout.Bytes(), v); err == nil && jerr != nil {
 		err = fmt.Errorf("decode its output: %w", jerr)
