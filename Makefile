@@ -22,8 +22,8 @@ deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt; 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-demo: ## install bubblewrap (apt) and the host settings sandboxes need, then run the demo's two flows in a local sandbox
-	bash scripts/install-deps.sh bubblewrap
+demo: ## install bubblewrap and iptables (apt) and the host settings sandboxes need, then run the demo's two flows in a local sandbox
+	bash scripts/install-deps.sh bubblewrap iptables
 	bash scripts/host-setup.sh
 	@echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
 	$(GO) run ./cmd/demo --flow=$(FLOW)
@@ -63,7 +63,7 @@ lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overla
 test: deps vet unit race lint e2e ## run every test
 
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
-	bash scripts/install-deps.sh bubblewrap python3-fastapi python3-uvicorn python3-multipart
+	bash scripts/install-deps.sh bubblewrap iptables python3-fastapi python3-uvicorn python3-multipart
 	$(GO) run ./cmd/bench
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)

@@ -18,7 +18,7 @@ packages=(
 	containernetworking-plugins # test/e2e: CNI bridge, host-local, loopback, portmap
 	buildah # test/e2e: builds the Dockerfile (and the pause and router images) without Docker
 	debootstrap # test/e2e: the debian/golang base-image stand-ins (no registry here)
-	iptables # test/e2e: the kubelet's and CNI plugins' rules (in the run's own netns)
+	iptables # pkg/goruntime/local: iptables-restore caps each sandbox's TCP connections (connections protection); test/e2e: the kubelet's and CNI plugins' rules
 	iproute2 # test/e2e: the run's network namespace (ip link/addr/route)
 	util-linux # test/e2e: unshare (the run's PID/network/mount namespaces), flock
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)

@@ -50,6 +50,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
 	fs.Int64Var(&f.fileMB, "file-size-mb", local.DefaultFileSizeBytes>>20, "local: largest single file a sandbox's command may write, MiB (RLIMIT_FSIZE; a write past it ends the command with outcome file_size_limit)")
+	fs.IntVar(&f.Local.Connections, "connections", 0, fmt.Sprintf("local: TCP connections a sandbox may have open at once in its own network (default %d, at least %d; a connect past it is refused): connections waiting to be accepted cost the host memory no cgroup counts", local.DefaultConnections, local.MinConnections))
 	fs.IntVar(&f.Local.OpenFiles, "open-files", 0, fmt.Sprintf("local: files each process of a sandbox may have open at once (RLIMIT_NOFILE; default %d, lower on a host whose fs.file-max is small, so that one sandbox can take at most 1/16 of the host's open-file table; at least %d)", local.DefaultOpenFiles, local.MinOpenFiles))
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
@@ -111,6 +112,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	}
 	if f.fileMB <= 0 {
 		return local.Options{}, fmt.Errorf("--file-size-mb=%d: must be positive", f.fileMB)
+	}
+	if f.Local.Connections < 0 {
+		return local.Options{}, fmt.Errorf("--connections=%d: must not be negative (0: the default)", f.Local.Connections)
 	}
 	if f.Local.OpenFiles < 0 {
 		return local.Options{}, fmt.Errorf("--open-files=%d: must not be negative (0: the default)", f.Local.OpenFiles)

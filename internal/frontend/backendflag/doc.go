@@ -2,7 +2,7 @@
 // smoke commands) one spelling of the flags that choose and configure a
 // goruntime backend: --backend=local|agent-sandbox, the local backend's
 // flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus,
-// --local-warm-pool, --disk-mb, --file-size-mb, --open-files,
+// --local-warm-pool, --disk-mb, --file-size-mb, --open-files, --connections,
 // --disk-inodes, --relax) and the agent-sandbox backend's connection flags
 // (agentsandbox.go: --warm-pool, --namespace, --api-url, --kubeconfig,
 // ...). The libraries under pkg/ take no flags: their Options are filled

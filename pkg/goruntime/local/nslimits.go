@@ -49,28 +49,81 @@ func capPtys(ctx context.Context, pid int) error {
 
 // listenQueue is net.core.somaxconn in a sandbox's network namespace: the
 // most connections one listener holds that its program has not accepted.
-// The kernel charges such a connection to no cgroup until it is accepted
-// (~2.8 KB of kernel memory each, and a page of the host's tcp_mem once
-// its client has sent a FIN), so the queue's length multiplies what one
-// listening socket costs the host without counting against the sandbox;
-// the kernel's default is 4096. 128 (the default before Linux 5.4) is
-// still more than a test's server needs between two accepts. This
-// lowers that cost 32 times; it does not bound it (docs/local-backend.md,
-// the inventory: still open).
+// 128 (the kernel's default before Linux 5.4, 4096 since) is still more
+// than a test's server needs between two accepts.
 const listenQueue = 128
 
-// capListenQueue sets net.core.somaxconn to listenQueue in the network
-// namespace of the sandbox whose process pid is inside it (from the host's
-// /proc, which shows the sysctls of the namespace it is read from). It
-// needs root.
-func capListenQueue(ctx context.Context, pid int) error {
+// The kernel charges a TCP connection waiting in a listener's accept queue
+// to no cgroup until it is accepted (~4 KB of kernel memory each), and a
+// client may close its end at once, so the queue costs the sandbox one
+// descriptor per listener while the host pays for every connection in
+// it: one sandbox queued 600,000 (2.4 GB of unreclaimable kernel memory
+// in 20 s). Capping each queue does not bound that (listeners are cheap);
+// capping the connections does. capNetwork has the sandbox's own netfilter
+// count its TCP connections (conntrack, which the kernel keeps per
+// network namespace) and refuse a new one past Options.Connections with a
+// reset, so connect fails with ECONNREFUSED. Only TCP is tracked: the
+// entries are kernel memory too, and UDP has no queue to bound.
+//
+// What a closed connection leaves is kept short, because the count skips
+// it and it is kernel memory all the same: conntrack forgets a closed
+// connection after a second instead of two minutes, and the namespace
+// keeps at most Connections sockets in TIME_WAIT (the kernel skips the
+// wait for the rest).
+
+// netRules are iptables-restore's input for both address families.
+func netRules(conns int) string {
+	return fmt.Sprintf(`*raw
+-A PREROUTING ! -p tcp -j CT --notrack
+-A OUTPUT ! -p tcp -j CT --notrack
+COMMIT
+*filter
+-A INPUT -p tcp --syn -m connlimit --connlimit-above %d --connlimit-mask 0 -j REJECT --reject-with tcp-reset
+COMMIT
+`, conns)
+}
+
+// netScript runs in the sandbox's network namespace (sh -c): the sysctls
+// (/proc/sys/net shows those of the namespace its reader is in), then the
+// rules from stdin for IPv4 and IPv6. $1 is the listen queue, $2 the
+// connections (0: no cap, Relax.Connections).
+const netScript = `set -e
+echo "$1" > /proc/sys/net/core/somaxconn
+[ "$2" -gt 0 ] || exit 0
+echo "$2" > /proc/sys/net/ipv4/tcp_max_tw_buckets
+echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_timeout_time_wait
+echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close
+rules=$(cat)
+printf '%s\n' "$rules" | iptables-restore
+printf '%s\n' "$rules" | ip6tables-restore
+`
+
+// capNetwork sets the listen queue and the connection cap (conns; 0: none)
+// in the network namespace of the sandbox whose process pid is inside it.
+// It needs root, and iptables for the cap (connectionsProblem).
+func capNetwork(ctx context.Context, pid, conns int) error {
+	return runNetScript(ctx, conns, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--")
+}
+
+// trialNetwork sets the same limits in a network namespace made for the
+// purpose and dropped after: whether this host's kernel and iptables can
+// cap connections (connlimit, conntrack) at all.
+func trialNetwork(ctx context.Context, conns int) error {
+	return runNetScript(ctx, conns, "unshare", "--net", "--")
+}
+
+// runNetScript runs netScript under enter (a command that runs the rest
+// of its arguments in the network namespace to limit).
+func runNetScript(ctx context.Context, conns int, enter ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--",
-		"sh", "-c", "echo "+strconv.Itoa(listenQueue)+" > /proc/sys/net/core/somaxconn")
+	args := append(enter[1:len(enter):len(enter)], "sh", "-c", netScript, "sh", strconv.Itoa(listenQueue), strconv.Itoa(conns))
+	cmd := exec.CommandContext(ctx, enter[0], args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	cmd.Stdin = strings.NewReader(netRules(conns))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("set the sandbox's listen queue (net.core.somaxconn) to %d (nsenter): %w: %s", listenQueue, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("cap the sandbox's TCP connections at %d and its listen queue at %d (%s, iptables-restore): %w: %s",
+			conns, listenQueue, enter[0], err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -154,7 +154,11 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}
 		if !b.opts.Network {
-			if err := capListenQueue(ctx, s.meta.Server); err != nil {
+			conns := b.opts.Connections
+			if b.opts.Relax.Connections {
+				conns = 0
+			}
+			if err := capNetwork(ctx, s.meta.Server, conns); err != nil {
 				s.cl.close()
 				return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 			}

@@ -87,6 +87,14 @@ type Options struct {
 	// (defaultOpenFiles), but never below MinOpenFiles.
 	OpenFiles int
 
+	// Connections caps the TCP connections open at once in a sandbox's
+	// own network (one per connection, whichever end is inside); a
+	// connect past it fails with ECONNREFUSED. Connections waiting to be
+	// accepted are charged to no cgroup, so without a cap one sandbox
+	// can fill the host's kernel memory with them (nslimits.go). Not
+	// applied with Network. Default DefaultConnections.
+	Connections int
+
 	// OutputBytes caps each output stream (stdout, stderr) the server
 	// returns for one command; the rest is dropped and reported as
 	// truncated. Default 8 MiB (the agent-sandbox SDK decodes at most
@@ -161,6 +169,9 @@ type Relax struct {
 	// FileTable runs sandboxes on a host whose open-file table
 	// (fs.file-max) one sandbox could fill by itself (fileTableProblem).
 	FileTable bool
+	// Connections runs sandboxes without the cap on their TCP
+	// connections (Options.Connections), where iptables is missing.
+	Connections bool
 }
 
 // Defaults, see Options.
@@ -169,6 +180,7 @@ const (
 	DefaultProcesses     = 512
 	DefaultFileSizeBytes = 1 << 30
 	DefaultOpenFiles     = 1024
+	DefaultConnections   = 4096
 	DefaultOutputBytes   = 8 << 20
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultStartTimeout  = 15 * time.Second
@@ -206,6 +218,9 @@ const (
 	// of the default: the go command, a compiler and a linker running at
 	// once need about a hundred.
 	MinOpenFiles = 256
+	// MinConnections is the smallest Connections New accepts: a test's
+	// HTTP client and server hold a few dozen at once.
+	MinConnections = 64
 	// OwnTasks is the sandbox's own tasks, which Processes does not
 	// count: the runtime server's threads (serverOSThreads it starts up
 	// front, the Go runtime's sysmon, template and signal threads),
@@ -235,6 +250,9 @@ func (o Options) validate() error {
 	case o.OpenFiles < MinOpenFiles:
 		return fmt.Errorf("local backend: open-file limit %d (Options.OpenFiles, --open-files) is below the minimum of %d: "+
 			"the go command, the compiler and the linker need about that many at once", o.OpenFiles, MinOpenFiles)
+	case o.Connections < MinConnections:
+		return fmt.Errorf("local backend: connection limit %d (Options.Connections, --connections) is below the minimum of %d: "+
+			"a test's HTTP client and server hold a few dozen at once", o.Connections, MinConnections)
 	case o.DiskBytes < MinDiskBytes:
 		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, --disk-mb=%d) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
 	case o.DiskInodes < MinDiskInodes:
@@ -272,6 +290,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OpenFiles == 0 {
 		o.OpenFiles = defaultOpenFiles(hostFileMax(), o.Processes+OwnTasks)
+	}
+	if o.Connections == 0 {
+		o.Connections = DefaultConnections
 	}
 	if o.OutputBytes <= 0 {
 		o.OutputBytes = DefaultOutputBytes

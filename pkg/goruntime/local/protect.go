@@ -30,6 +30,7 @@ const (
 	ProtDiskQuota    = "disk-quota"
 	ProtHostUID      = "host-uid"
 	ProtFileTable    = "file-table"
+	ProtConnections  = "connections"
 )
 
 // Status is whether a protection is in force.
@@ -144,6 +145,11 @@ func (b *Backend) setupProtections() error {
 			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
+	if !o.Relax.Connections {
+		if p := connectionsProblem(context.Background(), o); p != nil {
+			problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
+		}
+	}
 	for _, p := range checkCgroups(o) {
 		if p.Required && p.Status == StatusUnavailable {
 			problems = append(problems, fmt.Sprintf("cgroups unavailable: %s; fix: %s", p.Detail, p.Fix))
@@ -160,7 +166,7 @@ func (b *Backend) setupProtections() error {
 	for _, r := range []struct {
 		relaxed bool
 		name    string
-	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}, {o.Relax.FileTable, ProtFileTable}} {
+	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}, {o.Relax.FileTable, ProtFileTable}, {o.Relax.Connections, ProtConnections}} {
 		if r.relaxed {
 			o.Logger.Warn("local backend: protection relaxed by Options.Relax; sandboxes run without it", "protection", r.name)
 		}
@@ -257,6 +263,35 @@ func diskQuotaProblem() *Protection {
 	return p
 }
 
+// connectionsProblem says why sandboxes' TCP connections cannot be capped
+// here (capNetwork: it tries, in a network namespace of its own), or nil;
+// nil too with Network, where sandboxes use the host's network and the cap
+// does not apply (checkConnections says so).
+func connectionsProblem(ctx context.Context, o Options) *Protection {
+	p := &Protection{Name: ProtConnections, Status: StatusUnavailable, Required: true}
+	switch {
+	case o.Network:
+		return nil
+	case os.Geteuid() != 0:
+		p.Detail = "setting netfilter rules in a sandbox's network namespace needs root"
+		p.Fix = "run as root, or relax it (Options.Relax.Connections, --relax=connections): a sandbox can then queue connections the host pays for"
+	case !found("nsenter"):
+		p.Detail = "nsenter not found"
+		p.Fix = "apt-get install util-linux (scripts/install-deps.sh)"
+	case !found("iptables-restore") || !found("ip6tables-restore"):
+		p.Detail = "iptables-restore or ip6tables-restore not found"
+		p.Fix = "apt-get install iptables (scripts/install-deps.sh), or relax it (Options.Relax.Connections, --relax=connections)"
+	default:
+		err := trialNetwork(ctx, o.Connections)
+		if err == nil {
+			return nil
+		}
+		p.Detail = err.Error()
+		p.Fix = "a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit), or relax it (Options.Relax.Connections, --relax=connections)"
+	}
+	return p
+}
+
 func found(name string) bool {
 	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
 		if isExecutable(filepath.Join(dir, name)) {
@@ -268,7 +303,7 @@ func found(name string) bool {
 }
 
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.
-var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk", "filetable"}
+var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk", "filetable", "connections"}
 
 // ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk";
 // the value of the --relax flags) into a Relax. Errors name the valid
@@ -288,6 +323,8 @@ func ParseRelax(s string) (Relax, error) {
 			r.DiskQuota = true
 		case "filetable":
 			r.FileTable = true
+		case "connections":
+			r.Connections = true
 		default:
 			return r, fmt.Errorf("--relax: unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
 		}

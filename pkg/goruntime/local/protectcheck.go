@@ -74,6 +74,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	out = append(out, checkCgroups(o)...)
 	add(checkDisk(ctx, o))
 	add(checkFileTable(o))
+	add(checkConnections(ctx, o))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
 	switch {
@@ -150,6 +151,26 @@ func checkFileTable(o Options) Protection {
 	return Protection{Name: ProtFileTable, Status: StatusActive, Required: !o.Relax.FileTable,
 		Detail: fmt.Sprintf("fs.file-max %d: a sandbox holds at most %d files through descriptors (%d tasks x %d, RLIMIT_NOFILE) and about %d through mappings (its %d MiB memory limit)",
 			fileMax, int64(o.Processes+OwnTasks)*int64(o.OpenFiles), o.Processes+OwnTasks, o.OpenFiles, o.MemoryBytes/mappedFileBytes, o.MemoryBytes>>20)}
+}
+
+// checkConnections reports whether sandboxes' TCP connections are capped
+// (connectionsProblem).
+func checkConnections(ctx context.Context, o Options) Protection {
+	switch p := connectionsProblem(ctx, o); {
+	case o.Network:
+		return Protection{Name: ProtConnections, Status: StatusNotApplicable,
+			Detail: "Options.Network: sandboxes use the host's network namespace, where neither the cap nor the listen queue is theirs to set"}
+	case p != nil && o.Relax.Connections:
+		return Protection{Name: ProtConnections, Status: StatusRelaxed,
+			Detail: "Options.Relax.Connections: " + p.Detail}
+	case p != nil:
+		return *p
+	case o.Relax.Connections:
+		return Protection{Name: ProtConnections, Status: StatusRelaxed,
+			Detail: "Options.Relax.Connections: a sandbox may queue unaccepted connections the host pays for (listen queue 128 each)"}
+	}
+	return Protection{Name: ProtConnections, Status: StatusActive, Required: true,
+		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its network namespace; Options.Connections), %d queued per listener", o.Connections, listenQueue)}
 }
 
 // checkDisk makes, mounts and removes a minimal sandbox disk.

@@ -1,0 +1,106 @@
+package local_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// The limits set in a sandbox's own network namespace (nslimits.go): a
+// connection waiting in a listener's accept queue is charged to no
+// cgroup, so the host pays for every one a sandbox makes.
+
+// connFlood opens 10 listeners per address family and makes 100
+// connections to each without accepting any, closing its own end at once
+// (what queued 600,000 connections, 2.4 GB of the host's kernel memory,
+// from 150 descriptors). It prints, per family, how many connects
+// succeeded, were refused, or failed otherwise.
+const connFlood = `package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+)
+
+func main() {
+	for _, f := range []struct{ network, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
+		ok, refused, other := 0, 0, 0
+		var firstOther error
+		var keep []net.Listener
+		for i := 0; i < 10; i++ {
+			l, err := net.Listen(f.network, f.addr)
+			if err != nil {
+				fmt.Println(f.network, "listen:", err)
+				return
+			}
+			keep = append(keep, l)
+			for k := 0; k < 100; k++ {
+				c, err := net.DialTimeout(f.network, l.Addr().String(), 10*time.Second)
+				switch {
+				case err == nil:
+					ok++
+					c.Close()
+				case errors.Is(err, syscall.ECONNREFUSED):
+					refused++
+				default:
+					other++
+					firstOther = err
+				}
+			}
+		}
+		fmt.Printf("%s %d %d %d %v\n", f.network, ok, refused, other, firstOther)
+		for _, l := range keep {
+			l.Close()
+		}
+	}
+}
+`
+
+// TestConnectionsCapped: a sandbox holds at most Options.Connections TCP
+// connections per address family, counting those queued and never
+// accepted; a connect past the cap is refused (ECONNREFUSED), and the
+// connections a finished command held count no more. Listen queues hold
+// 128 at most (the kernel's default is 4096), and a command cannot raise
+// that.
+func TestConnectionsCapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("set from the host as root; without root New refuses unless Relax.Connections")
+	}
+	const limit = 256
+	opts := testOptions()
+	opts.Connections = limit
+	s := openSession(t, newBackend(t, opts))
+	res := mustOK(t, s, goruntime.Request{Command: "cat /proc/sys/net/core/somaxconn; echo 4096 > /proc/sys/net/core/somaxconn 2>/dev/null || echo refused"})
+	if got := strings.Fields(res.Stdout); len(got) != 2 || got[0] != "128" || got[1] != "refused" {
+		t.Errorf("somaxconn, then raising it: %q; want 128, refused", res.Stdout)
+	}
+	files := []goruntime.File{{Path: "flood/main.go", Data: []byte(connFlood)}}
+	for run := 1; run <= 2; run++ {
+		res := mustOK(t, s, goruntime.Request{Files: files, Command: "cd flood && go run main.go"})
+		t.Logf("run %d (network ok refused other):\n%s", run, res.Stdout)
+		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("run %d: want a line per address family, got %q", run, res.Stdout)
+		}
+		for _, line := range lines {
+			var network string
+			var ok, refused, other int
+			if _, err := fmt.Sscan(line, &network, &ok, &refused, &other); err != nil {
+				t.Fatalf("run %d: %q: %v", run, line, err)
+			}
+			// Nothing else in the sandbox holds TCP connections: the
+			// cap is reached exactly, and every connect past it is
+			// refused, none left hanging.
+			if ok != limit || refused != 1000-limit || other != 0 {
+				t.Errorf("run %d, %s: %d connected, %d refused, %d failed otherwise (%s); want %d, %d, 0",
+					run, network, ok, refused, other, line, limit, 1000-limit)
+			}
+		}
+	}
+}
