@@ -35,6 +35,7 @@ type Flags struct {
 	fileMB   int64
 	relax    string
 	modules  string
+	modMB    int64
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -54,6 +55,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Local.OpenFiles, "open-files", 0, fmt.Sprintf("local: files each process of a sandbox may have open at once (RLIMIT_NOFILE; default %d, lower on a host whose fs.file-max is small, so that one sandbox can take at most 1/16 of the host's open-file table; at least %d)", local.DefaultOpenFiles, local.MinOpenFiles))
 	fs.Int64Var(&f.Local.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "local: limit on files and directories in each sandbox")
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
+	fs.Int64Var(&f.modMB, "module-download-mb", modproxy.DefaultMaxDownloadBytes>>20, "local: with --allow-modules, the most the module proxy adds to the host module cache while this process runs, MiB; past it, versions not yet in the cache are refused")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
 	registerAgentSandbox(fs, &f.AgentSandbox)
 	return f
@@ -107,6 +109,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	if f.warmPool < 0 || f.warmPool > maxWarmPool {
 		return local.Options{}, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
 	}
+	if f.modMB <= 0 {
+		return local.Options{}, fmt.Errorf("--module-download-mb=%d: must be positive", f.modMB)
+	}
 	if f.diskMB <= 0 {
 		return local.Options{}, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
 	}
@@ -142,6 +147,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 		opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
 	}
 	opts.DiskBytes = f.diskMB << 20
+	opts.ModuleDownloadBytes = f.modMB << 20
 	opts.FileSizeBytes = f.fileMB << 20
 	opts.Relax = relax
 	return opts, nil

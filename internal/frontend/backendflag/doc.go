@@ -3,7 +3,7 @@
 // goruntime backend: --backend=local|agent-sandbox, the local backend's
 // flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus,
 // --local-warm-pool, --disk-mb, --file-size-mb, --open-files, --connections,
-// --disk-inodes, --relax) and the agent-sandbox backend's connection flags
+// --module-download-mb, --disk-inodes, --relax) and the agent-sandbox backend's connection flags
 // (agentsandbox.go: --warm-pool, --namespace, --api-url, --kubeconfig,
 // ...). The libraries under pkg/ take no flags: their Options are filled
 // here.

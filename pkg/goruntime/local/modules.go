@@ -68,7 +68,10 @@ func (b *Backend) setupModuleProxy() error {
 		ModCache: b.modCache,
 		Source:   modproxy.GoCommand{Go: filepath.Join(b.goroot, "bin", "go"), Env: env, Dir: work},
 		Setting:  "--allow-modules=%s (local.Options.AllowModules)",
-		Logger:   b.opts.Logger.With(slog.String("component", "modproxy")),
+		// 0: modproxy's default.
+		MaxDownloadBytes: b.opts.ModuleDownloadBytes,
+		BudgetSetting:    "--module-download-mb, local.Options.ModuleDownloadBytes",
+		Logger:           b.opts.Logger.With(slog.String("component", "modproxy")),
 	})
 	if err != nil {
 		return err

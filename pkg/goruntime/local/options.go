@@ -55,6 +55,11 @@ type Options struct {
 	// with Network, which gives sandboxes the host's GOPROXY itself.
 	AllowModules []string
 
+	// ModuleDownloadBytes bounds what the module proxy (AllowModules)
+	// adds to ModCache over the backend's life; past it, versions not yet
+	// in the cache are refused. Default modproxy.DefaultMaxDownloadBytes.
+	ModuleDownloadBytes int64
+
 	// MemoryBytes caps the memory (RAM+swap) of all processes in a
 	// sandbox; the kernel OOM-kills past it. Default 1 GiB, at least
 	// MinMemoryBytes. GOMEMLIMIT is set to 90% of it.

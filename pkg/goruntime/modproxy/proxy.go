@@ -57,6 +57,16 @@ type Config struct {
 	// module zip).
 	MaxFileBytes int64
 
+	// MaxDownloadBytes bounds what the proxy's downloads add to ModCache
+	// over its life (zips and the trees extracted from them); past it, a
+	// version not in the cache is refused (404), cached ones are still
+	// served (budget.go). Default DefaultMaxDownloadBytes.
+	MaxDownloadBytes int64
+
+	// BudgetSetting is how a refusal past MaxDownloadBytes names the
+	// setting that raises it. Default "Config.MaxDownloadBytes".
+	BudgetSetting string
+
 	// Logger receives a line per fetch and per refusal, each at most
 	// ratelog.OutsideBurst a minute (then one line counting the rest: a
 	// sandbox can ask as fast as it likes); nil means slog.Default().
@@ -71,6 +81,7 @@ const (
 	// while one fetches.
 	DefaultMaxFetchesPerClient = 1
 	DefaultMaxFileBytes        = 500 << 20
+	DefaultMaxDownloadBytes    = 2 << 30
 
 	// maxPathBytes bounds a request's path: module paths are short.
 	maxPathBytes = 1024
@@ -102,6 +113,7 @@ type Proxy struct {
 	cfg     Config
 	slots   chan struct{}
 	clients clientSlots
+	budget  *budget
 	// refusals and fetches log through budgets of their own
 	// (ratelog.Outside), so a flood of one does not silence the other.
 	refusals, fetches *slog.Logger
@@ -133,11 +145,18 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
+	if cfg.MaxDownloadBytes <= 0 {
+		cfg.MaxDownloadBytes = DefaultMaxDownloadBytes
+	}
+	if cfg.BudgetSetting == "" {
+		cfg.BudgetSetting = "Config.MaxDownloadBytes"
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Proxy{cfg: cfg, slots: make(chan struct{}, cfg.MaxFetches), clients: clientSlots{per: cfg.MaxFetchesPerClient},
+		budget:   &budget{max: cfg.MaxDownloadBytes, setting: cfg.BudgetSetting},
 		refusals: ratelog.Outside(log), fetches: ratelog.Outside(log)}, nil
 }
 
@@ -356,9 +375,13 @@ func (p *Proxy) serveFile(w http.ResponseWriter, r *http.Request, req request) {
 	rel := escMod + "/@v/" + escVer + ext
 	f, fi, err := p.open(rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		err = p.fetch(r.Context(), req.mod, req.version, func(ctx context.Context) error {
-			return p.cfg.Source.Download(ctx, req.mod, req.version)
-		})
+		err = p.budget.check(req.mod, req.version)
+		if err == nil {
+			err = p.fetch(r.Context(), req.mod, req.version, func(ctx context.Context) error {
+				return p.cfg.Source.Download(ctx, req.mod, req.version)
+			})
+			p.budget.charge(p.cfg.ModCache, escMod, escVer)
+		}
 		if err == nil {
 			f, fi, err = p.open(rel)
 		}
