@@ -3,8 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
 // installHint names the fix for a missing or unusable bubblewrap.
@@ -254,27 +253,11 @@ func (b *Backend) List() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && validID(e.Name()) {
+		if e.IsDir() && sandboxid.Valid(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
 	return ids, nil
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// validID reports whether id has the shape newID makes, so that it can
-// name a directory safely.
-func validID(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(id)
-	return err == nil && strings.ToLower(id) == id
 }
 
 // tail returns the last n bytes of a file, for error messages.

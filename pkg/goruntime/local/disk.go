@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,7 +91,7 @@ func (b *Backend) makeDisk(ctx context.Context, seed string) (d disk, err error)
 	if err := b.checkHostSpace(); err != nil {
 		return d, err
 	}
-	id := newID()
+	id := sandboxid.New()
 	d = diskByID(b.disksDir(), id)
 	if err := os.MkdirAll(filepath.Dir(d.Dir), 0o711); err != nil {
 		return d, fmt.Errorf("create disk mount point: %w", err)
@@ -246,7 +247,7 @@ func (b *Backend) claimSpareDisk(seed string) (disk, bool) {
 		return disk{}, false
 	}
 	for _, e := range entries {
-		if !validID(e.Name()) || os.Remove(filepath.Join(dir, e.Name())) != nil {
+		if !sandboxid.Valid(e.Name()) || os.Remove(filepath.Join(dir, e.Name())) != nil {
 			continue
 		}
 		d := diskByID(b.disksDir(), e.Name())

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
 // Disks nobody will remove. A disk is removed by its sandbox's Close, by
@@ -51,7 +53,7 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 			// seed). Removing a marker is the claim (claimSpareDisk), so
 			// the disk is ours to remove.
 			for _, m := range markers {
-				if os.Remove(filepath.Join(group, m.Name())) == nil && validID(m.Name()) {
+				if os.Remove(filepath.Join(group, m.Name())) == nil && sandboxid.Valid(m.Name()) {
 					_ = diskByID(b.disksDir(), m.Name()).remove()
 				}
 			}
@@ -61,7 +63,7 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 	for _, e := range entries {
 		id := strings.TrimSuffix(e.Name(), ".img")
 		d := diskByID(b.disksDir(), id)
-		if !validID(id) || spare[id] || live[d.Dir] {
+		if !sandboxid.Valid(id) || spare[id] || live[d.Dir] {
 			continue
 		}
 		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < 10*time.Minute {
@@ -104,7 +106,7 @@ func orphanDiskMounts(mountinfo, sysBlock string) []string {
 		// Our mount points need no unescaping: a fixed parent and a hex id.
 		mp, source := fields[4], after[1]
 		loop, isLoop := strings.CutPrefix(source, "/dev/")
-		if filepath.Dir(mp) != parent || !validID(filepath.Base(mp)) || !isLoop || !strings.HasPrefix(loop, "loop") {
+		if filepath.Dir(mp) != parent || !sandboxid.Valid(filepath.Base(mp)) || !isLoop || !strings.HasPrefix(loop, "loop") {
 			continue
 		}
 		backing, err := os.ReadFile(filepath.Join(sysBlock, loop, "loop", "backing_file"))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ func pruneCgroups(sandboxes string, groups []string) {
 		}
 		for _, e := range entries {
 			id := e.Name()
-			if !e.IsDir() || !validID(id) {
+			if !e.IsDir() || !sandboxid.Valid(id) {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(sandboxes, id)); !errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // open starts a sandbox. A pooled one (for the warm pool) starts at the
@@ -21,11 +23,11 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err != nil {
 		return nil, err
 	}
-	id := newID()
+	id := sandboxid.New()
 	l := layout{dir: filepath.Join(b.sandboxes, id)}
 	defer func() {
 		if err != nil {
-			_ = removeTree(l.dir)
+			_ = tree.Remove(l.dir)
 		}
 	}()
 	st, err := b.prepareStorage(ctx, &l, seed)
@@ -208,7 +210,7 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 }
 
 func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
-	if !validID(id) {
+	if !sandboxid.Valid(id) {
 		return nil, fmt.Errorf("local sandbox %q: not a sandbox ID: %w", id, goruntime.ErrSandboxNotFound)
 	}
 	l := layout{dir: filepath.Join(b.sandboxes, id)}

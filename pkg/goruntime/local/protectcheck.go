@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
 // Check reports, for this host and opts, every protection a local sandbox
@@ -108,7 +109,7 @@ func checkCgroups(o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := newCgroup("check-"+newID(), o.cgroupLimits(false))
+	cg, err := newCgroup("check-"+sandboxid.New(), o.cgroupLimits(false))
 	if err != nil {
 		for i, p := range []*Protection{&mem, &pids, &cpu} {
 			// The first row says why; the others point at it.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procgroup"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // The seed build cache: built once per machine, Go installation and
@@ -117,7 +118,7 @@ func ensureSeedAt(ctx context.Context, state, key, goroot string, env []string, 
 	if stale, _ := filepath.Glob(filepath.Join(root, buildDirPrefix(key)+"*")); len(stale) > 0 {
 		for _, d := range stale {
 			keepForResume(filepath.Join(d, "gocache"), resumeDir(root, key))
-			_ = removeTree(d)
+			_ = tree.Remove(d)
 		}
 	}
 	if err := buildSeed(ctx, root, dir, goroot, env, report, extra); err != nil {
@@ -175,7 +176,7 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	if err != nil {
 		return err
 	}
-	defer removeTree(work)
+	defer tree.Remove(work)
 	cache := filepath.Join(work, "gocache")
 	src := filepath.Join(work, "src")
 	tmp := filepath.Join(work, "tmp")

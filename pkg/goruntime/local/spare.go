@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // Spare build caches: populating a sandbox's GOCACHE from the seed costs a
@@ -73,15 +75,15 @@ func (b *Backend) refillSpares(seed string) {
 			if ready >= spareCaches || ctx.Err() != nil {
 				return
 			}
-			name := newID()
+			name := sandboxid.New()
 			tmp := filepath.Join(dir, name+".tmp")
 			if err := populateCache(seed, tmp); err != nil {
-				_ = removeTree(tmp)
+				_ = tree.Remove(tmp)
 				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
 				return
 			}
 			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-				_ = removeTree(tmp)
+				_ = tree.Remove(tmp)
 				return
 			}
 		}
@@ -95,14 +97,14 @@ func (b *Backend) refillSpares(seed string) {
 func (b *Backend) trash(dir string) error {
 	t := stateDir(b.opts.StateDir).trash()
 	if err := os.MkdirAll(t, 0o700); err != nil {
-		return removeTree(dir)
+		return tree.Remove(dir)
 	}
-	dst := filepath.Join(t, filepath.Base(dir)+"-"+newID())
+	dst := filepath.Join(t, filepath.Base(dir)+"-"+sandboxid.New())
 	if err := os.Rename(dir, dst); err != nil {
-		return removeTree(dir)
+		return tree.Remove(dir)
 	}
-	if !b.bg.start(func(context.Context) { _ = removeTree(dst) }) {
-		return removeTree(dst)
+	if !b.bg.start(func(context.Context) { _ = tree.Remove(dst) }) {
+		return tree.Remove(dst)
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ func (b *Backend) prune(ctx context.Context) {
 	_ = ctx
 	if entries, err := os.ReadDir(stateDir(b.opts.StateDir).trash()); err == nil {
 		for _, e := range entries {
-			_ = removeTree(filepath.Join(stateDir(b.opts.StateDir).trash(), e.Name()))
+			_ = tree.Remove(filepath.Join(stateDir(b.opts.StateDir).trash(), e.Name()))
 		}
 	}
 	for _, d := range []string{stateDir(b.opts.StateDir).spareRoot()} {
@@ -132,7 +134,7 @@ func (b *Backend) prune(ctx context.Context) {
 				case strings.HasSuffix(s.Name(), ".tmp"):
 					// From a filler that died (or, if young, still fills).
 					if time.Since(info.ModTime()) > time.Hour {
-						_ = removeTree(p)
+						_ = tree.Remove(p)
 					}
 				case !claimable:
 					// Linked from a seed that is gone or superseded: no
@@ -140,7 +142,7 @@ func (b *Backend) prune(ctx context.Context) {
 					// claimSpare, so a claimer never gets a half-removed one.
 					dst := filepath.Join(stateDir(b.opts.StateDir).trash(), "spare-"+s.Name())
 					if os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(p, dst) == nil {
-						_ = removeTree(dst)
+						_ = tree.Remove(dst)
 					}
 				}
 			}
@@ -159,7 +161,7 @@ func (b *Backend) prune(ctx context.Context) {
 		return
 	}
 	for _, e := range entries {
-		if !validID(e.Name()) {
+		if !sandboxid.Valid(e.Name()) {
 			continue
 		}
 		l := layout{dir: filepath.Join(b.sandboxes, e.Name())}
@@ -167,7 +169,7 @@ func (b *Backend) prune(ctx context.Context) {
 		if err != nil {
 			// Still opening (no state file yet) unless it is old.
 			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
-				_ = removeTree(l.dir)
+				_ = tree.Remove(l.dir)
 			}
 			continue
 		}
@@ -183,6 +185,6 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 		_ = m.Cgroup.remove()
 		_ = (storage{uid: m.HostUID, disk: m.Disk}).release(l.dir)
-		_ = removeTree(l.dir)
+		_ = tree.Remove(l.dir)
 	}
 }
