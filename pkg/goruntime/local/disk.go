@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
 // Disk quota. A sandbox's writable storage (/app, HOME with its caches,

@@ -13,12 +13,13 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 )
 
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
 // starts it at the warm pool's CPU weight.
-func (o Options) cgroupLimits(pooled bool) cgroupLimits {
-	return cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
+func (o Options) cgroupLimits(pooled bool) cgroups.Limits {
+	return cgroups.Limits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
 }
 
 // setRlimits gives the process pid (the gate, before it becomes
@@ -73,7 +74,7 @@ func hitFileSize(res *goruntime.ExecResult, signal int) bool {
 // counters read before and after it and its result (signal is the signal
 // that killed it, 0 if none or unknown), or the Limit res already carries
 // (the streaming client sets LimitOutput), else "".
-func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal int) goruntime.Limit {
+func limitHit(before, after cgroups.Counters, res *goruntime.ExecResult, signal int) goruntime.Limit {
 	switch {
 	case after.OOMKills > before.OOMKills:
 		return goruntime.LimitMemory
@@ -90,14 +91,14 @@ func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal in
 // limitWatch is what a command's limit outcome is derived from: the
 // cgroup's counters before it and the samples of its disk (diskfull.go).
 type limitWatch struct {
-	before cgroupCounters
+	before cgroups.Counters
 	disk   *diskSampler
 }
 
 // watchLimits starts watching the limits of the command about to run;
 // finishExec (or end, on a failed call) stops it.
 func (s *Sandbox) watchLimits() *limitWatch {
-	return &limitWatch{before: s.meta.Cgroup.counters(), disk: sampleDisk(s.meta.Disk)}
+	return &limitWatch{before: s.meta.Cgroup.Counters(), disk: sampleDisk(s.meta.Disk)}
 }
 
 // end stops the disk's sampling; more calls do nothing.
@@ -110,14 +111,14 @@ func (w *limitWatch) end() { w.disk.end() }
 // cannot fetch.
 func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.ExecResult, signal int) {
 	cg := &s.meta.Cgroup
-	res.Limit = limitHit(w.before, cg.counters(), res, signal)
+	res.Limit = limitHit(w.before, cg.Counters(), res, signal)
 	res.DiskCounted = w.disk != nil
 	if u, full := w.disk.finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
 		res.Limit = goruntime.LimitDisk
 		res.Stderr += s.b.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
-		if err := cg.kill(s.keep, 5*time.Second); err != nil {
+		if err := cg.Kill(s.keep, 5*time.Second); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
 		res.Stderr += s.b.limitNote(res.Limit)

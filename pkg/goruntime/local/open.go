@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
@@ -51,13 +52,13 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			b.stopModules(id)
 		}
 	}()
-	cg, err := newCgroup(id, b.opts.cgroupLimits(pooled))
+	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled))
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
 	defer func() {
 		if err != nil {
-			_ = cg.remove()
+			_ = cg.Remove()
 		}
 	}()
 
@@ -117,7 +118,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		<-exited
 		return nil, e
 	}
-	if err := cg.add(pid); err != nil {
+	if err := cg.Add(pid); err != nil {
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
 	if err := b.opts.setRlimits(pid); err != nil {
@@ -128,7 +129,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 
 	s := &Sandbox{b: b, l: l, cl: newClient(l.socket(), serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
-	// A pool start runs at a low CPU weight (cgroupLimits.Background):
+	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
 	ready := b.opts.StartTimeout
@@ -141,7 +142,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 	pst, _ := procfs.ReadStat(pid)
 	s.meta = meta{ID: id, PID: pid, StartTime: pst.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network, HostUID: st.uid, Disk: st.disk}
-	if procs, err := cg.procs(); err == nil {
+	if procs, err := cg.Procs(); err == nil {
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
@@ -109,7 +110,7 @@ func checkCgroups(o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := newCgroup("check-"+sandboxid.New(), o.cgroupLimits(false))
+	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false))
 	if err != nil {
 		for i, p := range []*Protection{&mem, &pids, &cpu} {
 			// The first row says why; the others point at it.
@@ -121,7 +122,7 @@ func checkCgroups(o Options) []Protection {
 		}
 		return []Protection{mem, pids, cpu}
 	}
-	defer cg.remove()
+	defer cg.Remove()
 	version := "v1"
 	if cg.V2 {
 		version = "v2"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
@@ -152,7 +153,7 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 	}
 	pruneOrphanDisks()
-	pruneCgroups(b.sandboxes, sandboxGroups())
+	cgroups.PruneLeftovers(b.sandboxes)
 	pruneLeases()
 	live := map[string]bool{}
 	defer func() { b.pruneDisks(live) }()
@@ -183,7 +184,7 @@ func (b *Backend) prune(ctx context.Context) {
 			}
 			continue
 		}
-		_ = m.Cgroup.remove()
+		_ = m.Cgroup.Remove()
 		_ = (storage{uid: m.HostUID, disk: m.Disk}).release(l.dir)
 		_ = tree.Remove(l.dir)
 	}

@@ -27,7 +27,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	var errs []error
 	cg := s.meta.Cgroup
-	if err := cg.remove(); err != nil {
+	if err := cg.Remove(); err != nil {
 		errs = append(errs, err)
 	}
 	if s.exited != nil {
