@@ -56,7 +56,7 @@ type Backend struct {
 	// Where bubblewrap binds Go, the module cache and the server from:
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer, bindProcessAPI string
-	diskQuota                                            bool // each sandbox gets a disk of its own (disk.go)
+	diskQuota                                            bool // each sandbox gets a disk of its own (sparedisk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 }

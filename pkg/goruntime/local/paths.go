@@ -9,7 +9,7 @@ import "path/filepath"
 //	seed/<key>/       the seed build cache for one Go toolchain
 //	spare/<seed>/     build caches copied ahead of Open
 //	trash/            trees being removed in the background
-//	disks/            per-sandbox disk images and their mount points (disk.go)
+//	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
 //	modproxy/         the module proxy's go commands' working directory (modules.go)
 type stateDir string
 
@@ -25,7 +25,7 @@ func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "m
 // layout is where one sandbox's directories live on the host.
 type layout struct {
 	dir  string // state/sandboxes/<id>
-	disk string // where its disk is mounted (disk.go); "": no disk, everything under dir
+	disk string // where its disk is mounted (internal/disk); "": no disk, everything under dir
 }
 
 // data is the directory that holds the sandbox's writable storage.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // Protections: the layers a sandbox runs under besides its namespaces and
@@ -134,8 +134,8 @@ func (b *Backend) setupProtections() error {
 	b.layers.usernsBlock = !o.Relax.NestedUserns
 	b.hostUID = root && !o.Relax.HostUID
 	if !o.Relax.DiskQuota {
-		if p := diskQuotaProblem(); p != nil {
-			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", p.Detail, p.Fix))
+		if detail, fix := disk.HostProblem(); detail != "" {
+			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
 		}
 		b.diskQuota = true
 	}
@@ -231,40 +231,6 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 		}
 	}
 	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
-}
-
-// diskQuotaProblem says why per-sandbox disks cannot be made here, or nil.
-func diskQuotaProblem() *Protection {
-	p := &Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
-	switch {
-	case os.Geteuid() != 0:
-		p.Detail = "making and mounting a file system per sandbox needs root"
-		p.Fix = "run as root, or relax it (Options.Relax.DiskQuota, --relax=disk): sandboxes then share the state directory's file system, capped only per file"
-	case !found("mkfs.ext4"):
-		p.Detail = "mkfs.ext4 not found"
-		p.Fix = "apt-get install e2fsprogs (scripts/install-deps.sh)"
-	case !found("mount"):
-		p.Detail = "mount not found"
-		p.Fix = "apt-get install mount (scripts/install-deps.sh)"
-	default:
-		if _, err := os.Stat("/dev/loop-control"); err != nil {
-			p.Detail = "no loop devices (/dev/loop-control: " + err.Error() + ")"
-			p.Fix = "modprobe loop, or give the container loop devices (docker run --device /dev/loop-control ...)"
-			return p
-		}
-		return nil
-	}
-	return p
-}
-
-func found(name string) bool {
-	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		if isExecutable(filepath.Join(dir, name)) {
-			return true
-		}
-	}
-	_, err := exec.LookPath(name)
-	return err == nil
 }
 
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
@@ -160,42 +158,15 @@ func checkDisk(ctx context.Context, o Options) Protection {
 		return Protection{Name: ProtDiskQuota, Status: StatusRelaxed,
 			Detail: "Options.Relax.DiskQuota: sandboxes write to the state directory's file system, capped only per file (FileSizeBytes)"}
 	}
-	if p := diskQuotaProblem(); p != nil {
-		return *p
-	}
-	p := Protection{Name: ProtDiskQuota, Required: true}
-	dir, err := os.MkdirTemp("", "sandbox-check-")
-	if err != nil {
-		p.Status, p.Detail = StatusUnavailable, err.Error()
+	p := Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
+	if p.Detail, p.Fix = disk.HostProblem(); p.Detail != "" {
 		return p
 	}
-	defer os.RemoveAll(dir)
-	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
-	err = os.Mkdir(mnt, 0o700)
-	if err == nil {
-		err = os.WriteFile(img, nil, 0o600)
-	}
-	if err == nil {
-		err = os.Truncate(img, MinDiskBytes)
-	}
-	steps := [][]string{
-		{"mkfs.ext4", "-q", "-F", "-N", fmt.Sprint(MinDiskInodes), "-m", "0", "-O", "^has_journal,^resize_inode", img},
-		{"mount", "-t", "ext4", "-o", "loop,discard,nosuid,nodev", img, mnt},
-	}
-	for _, s := range steps {
-		if err != nil {
-			break
-		}
-		if out, e := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); e != nil {
-			err = fmt.Errorf("%s: %v: %s", s[0], e, strings.TrimSpace(string(out)))
-		}
-	}
-	if err != nil {
-		p.Status, p.Detail = StatusUnavailable, "cannot make and loop-mount a small ext4 image: "+err.Error()
+	if err := disk.Try(ctx, MinDiskBytes, MinDiskInodes); err != nil {
+		p.Detail = "cannot make and loop-mount a small ext4 image: " + err.Error()
 		p.Fix = "give this host loop devices (modprobe loop) and e2fsprogs, or relax it (Options.Relax.DiskQuota, --relax=disk)"
 		return p
 	}
-	_ = unix.Unmount(mnt, unix.MNT_DETACH)
 	p.Status = StatusActive
 	p.Detail = fmt.Sprintf("a loop-mounted ext4 image per sandbox: %d MiB and %d inodes for /app, HOME with its caches and /tmp together", o.DiskBytes>>20, o.DiskInodes)
 	return p

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // meta is a sandbox's sandbox.json: what another process needs to attach
@@ -23,7 +24,7 @@ type meta struct {
 	Created   time.Time      `json:"created"`
 	Network   bool           `json:"network"`
 	HostUID   int            `json:"host_uid,omitempty"` // the host uid it runs as (0: the caller's)
-	Disk      *disk          `json:"disk,omitempty"`     // its disk (nil: no disk quota)
+	Disk      *disk.Disk     `json:"disk,omitempty"`     // its disk (nil: no disk quota)
 }
 
 // Sandbox is one local sandbox. It implements goruntime.Sandbox; its

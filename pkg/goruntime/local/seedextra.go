@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -82,4 +83,26 @@ func (b *Backend) PrepareExtra(ctx context.Context) error {
 		return fmt.Errorf("local backend: build the extra seed build cache: %w", err)
 	}
 	return nil
+}
+
+// claimableSeed reports whether spares linked from the seed directory
+// named name (under StateDir/seed) are still claimed: it is complete, and
+// it is what withExtra picks for its base seed (the current extra seed
+// once that is complete, else the base).
+func (b *Backend) claimableSeed(name string) bool {
+	if name == "" || name != filepath.Base(name) {
+		return false
+	}
+	sd := stateDir(b.opts.StateDir)
+	if _, err := os.Stat(filepath.Join(sd.seed(name), ".complete")); err != nil {
+		return false
+	}
+	base := strings.TrimSuffix(name, extraSeedSuffix())
+	if base != name {
+		return true // the current kind of extra seed, complete
+	}
+	if strings.Contains(name, "-extra-") {
+		return false // an extra seed of an older kind
+	}
+	return withExtra(sd.seed(name)) == sd.seed(name)
 }

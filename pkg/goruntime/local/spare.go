@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
@@ -152,7 +153,7 @@ func (b *Backend) prune(ctx context.Context) {
 			}
 		}
 	}
-	pruneOrphanDisks()
+	disk.PruneOrphans(diskMounts)
 	cgroups.PruneLeftovers(b.sandboxes)
 	pruneLeases()
 	live := map[string]bool{}
@@ -180,7 +181,7 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 		if procfs.Alive(m.PID, m.StartTime) {
 			if m.Disk != nil {
-				live[m.Disk.Dir] = true
+				live[m.Disk.ID()] = true
 			}
 			continue
 		}

@@ -9,13 +9,14 @@ import (
 	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // storage is what one sandbox holds besides its processes: the host uid
 // it runs as (0: the caller's) and its disk (nil: plain directories).
 type storage struct {
 	uid  int
-	disk *disk
+	disk *disk.Disk
 }
 
 // prepareStorage makes a new sandbox's state directory l.dir and its
@@ -114,7 +115,7 @@ func (st storage) dropTo() []string {
 func (st storage) release(dir string) error {
 	var errs []error
 	if st.disk != nil {
-		if err := st.disk.remove(); err != nil {
+		if err := st.disk.Remove(); err != nil {
 			errs = append(errs, fmt.Errorf("remove sandbox disk: %w", err))
 		}
 	}
