@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // installHint names the fix for a missing or unusable bubblewrap.
@@ -37,16 +37,13 @@ type Backend struct {
 	processAPI string
 	sandboxes  string
 
-	seedMu    sync.Mutex
-	seedDir   string
-	seedBuild *seedBuild // the build in flight, or nil
+	seeds *seed.Builder // the seed build cache's builds (seedrun.go)
 
 	refilling      atomic.Bool // a spare-cache filler runs
 	refillingDisks atomic.Bool // a spare-disk filler runs
 
-	bg           *background // work that outlives its caller; Close ends it (background.go)
-	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
-	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
+	bg   *background // work that outlives its caller; Close ends it (background.go)
+	pool *warmPool   // sandboxes started ahead for Open (pool.go)
 
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
 
@@ -108,6 +105,7 @@ func New(opts Options) (*Backend, error) {
 	if err := b.findGo(); err != nil {
 		return nil, unavailable("%v", err)
 	}
+	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, o.Logger)
 	if err := b.findServer(); err != nil {
 		return nil, unavailable("%v", err)
 	}
@@ -119,7 +117,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	b.bg.start(b.prune)
 	b.pool = newWarmPool(b, o.WarmPool)
-	if b.seedReady() {
+	if b.seeds.Ready() {
 		b.pool.refill() // else the first Open or Prepare fills it
 	}
 	return b, nil

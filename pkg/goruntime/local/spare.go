@@ -13,6 +13,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
@@ -24,16 +25,16 @@ import (
 
 const spareCaches = 2
 
-func (b *Backend) spareDir(seed string) string {
+func (b *Backend) spareDir(seedDir string) string {
 	// Named after the seed the spares are linked from: once the extra
-	// seed is complete (seedextra.go), spares linked from the base alone
+	// seed is complete (seed.WithExtra), spares linked from the base alone
 	// are no longer claimed.
-	return stateDir(b.opts.StateDir).spare(withExtra(seed))
+	return stateDir(b.opts.StateDir).spare(seed.WithExtra(seedDir))
 }
 
 // claimSpare moves a spare cache to dst and reports whether it found one.
-func (b *Backend) claimSpare(seed, dst string) bool {
-	dir := b.spareDir(seed)
+func (b *Backend) claimSpare(seedDir, dst string) bool {
+	dir := b.spareDir(seedDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false
@@ -53,13 +54,13 @@ func (b *Backend) claimSpare(seed, dst string) bool {
 
 // refillSpares tops the pool up to spareCaches, one filler at a time per
 // backend.
-func (b *Backend) refillSpares(seed string) {
+func (b *Backend) refillSpares(seedDir string) {
 	if !b.refilling.CompareAndSwap(false, true) {
 		return
 	}
 	started := b.bg.start(func(ctx context.Context) {
 		defer b.refilling.Store(false)
-		dir := b.spareDir(seed)
+		dir := b.spareDir(seedDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return
 		}
@@ -79,7 +80,7 @@ func (b *Backend) refillSpares(seed string) {
 			}
 			name := sandboxid.New()
 			tmp := filepath.Join(dir, name+".tmp")
-			if err := populateCache(seed, tmp); err != nil {
+			if err := seed.Populate(seedDir, tmp); err != nil {
 				_ = tree.Remove(tmp)
 				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
 				return
@@ -127,7 +128,7 @@ func (b *Backend) prune(ctx context.Context) {
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
 			group := filepath.Join(d, e.Name())
-			claimable := b.claimableSeed(e.Name())
+			claimable := seed.Claimable(stateDir(b.opts.StateDir).seedRoot(), e.Name())
 			sub, _ := os.ReadDir(group)
 			for _, s := range sub {
 				p := filepath.Join(group, s.Name())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // spareDisks is how many ready disks the backend keeps: making a file
@@ -144,8 +145,8 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 		for _, g := range groups {
 			group := filepath.Join(b.disksDir(), "spare", g.Name())
 			markers, _ := os.ReadDir(group)
-			seed, version := spareDiskGroup(g.Name())
-			if version == diskLayoutVersion && b.claimableSeed(seed) {
+			seedName, version := spareDiskGroup(g.Name())
+			if version == diskLayoutVersion && seed.Claimable(stateDir(b.opts.StateDir).seedRoot(), seedName) {
 				for _, m := range markers {
 					keep[m.Name()] = true
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // storage is what one sandbox holds besides its processes: the host uid
@@ -24,7 +25,7 @@ type storage struct {
 // a host uid of its own when the backend gives sandboxes one, with GOCACHE
 // showing the seed build cache. It is part of every sandbox start, so
 // whatever starts sandboxes gets the same layers. It sets l.disk.
-func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (st storage, err error) {
+func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string) (st storage, err error) {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return st, fmt.Errorf("create sandbox directory: %w", err)
 	}
@@ -44,7 +45,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 	}
 	if b.diskQuota {
-		d, err := b.claimDisk(ctx, withExtra(seed), st.uid)
+		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota, --relax=disk): %w", err, goruntime.ErrUnavailable)
 		}
@@ -71,8 +72,8 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 			return st, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
-	if !b.claimSpare(seed, l.gocache()) {
-		if err := populateCache(seed, l.gocache()); err != nil {
+	if !b.claimSpare(seedDir, l.gocache()) {
+		if err := seed.Populate(seedDir, l.gocache()); err != nil {
 			return st, err
 		}
 	}
@@ -89,11 +90,11 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 // refillStorage tops up the pool Open claims storage from (ready disks,
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
-func (b *Backend) refillStorage(seed string) {
+func (b *Backend) refillStorage(seedDir string) {
 	if b.diskQuota {
-		b.refillSpareDisks(withExtra(seed))
+		b.refillSpareDisks(seed.WithExtra(seedDir))
 	} else {
-		b.refillSpares(seed)
+		b.refillSpares(seedDir)
 	}
 }
 
