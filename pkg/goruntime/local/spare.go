@@ -12,6 +12,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
@@ -115,8 +116,8 @@ func (b *Backend) trash(dir string) error {
 // prune removes what dead sandboxes left behind (their process is gone but
 // Close never ran: the opener crashed or exited), old trash, spares no
 // backend will claim (of a seed that is gone or superseded) and the host
-// leftovers of sandboxes that no longer exist (leftovers.go). Run in the
-// background by New.
+// leftovers of sandboxes that no longer exist (cgroups.PruneLeftovers,
+// hostuid.PruneLeases). Run in the background by New.
 func (b *Backend) prune(ctx context.Context) {
 	_ = ctx
 	if entries, err := os.ReadDir(stateDir(b.opts.StateDir).trash()); err == nil {
@@ -156,7 +157,7 @@ func (b *Backend) prune(ctx context.Context) {
 	}
 	disk.PruneOrphans(diskMounts)
 	cgroups.PruneLeftovers(b.sandboxes)
-	pruneLeases()
+	hostuid.PruneLeases(hostUIDDir)
 	live := map[string]bool{}
 	defer func() { b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)

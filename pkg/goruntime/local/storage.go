@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
@@ -59,7 +60,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 		return st, nil
 	}
-	if b.hostUID && !reachable(b.sandboxes) {
+	if b.hostUID && !hostuid.Reachable(b.sandboxes) {
 		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
 			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
@@ -79,8 +80,8 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	}
 	if st.uid > 0 {
 		for _, d := range []string{l.app(), l.home(), l.tmp(), l.run()} {
-			if err := chownTree(d, st.uid); err != nil {
-				return st, fmt.Errorf("give sandbox directories to uid %d: %w", st.uid, err)
+			if err := hostuid.Chown(d, st.uid); err != nil {
+				return st, err
 			}
 		}
 	}
@@ -120,6 +121,6 @@ func (st storage) release(dir string) error {
 			errs = append(errs, fmt.Errorf("remove sandbox disk: %w", err))
 		}
 	}
-	releaseUID(st.uid, dir)
+	hostuid.Release(hostUIDDir, st.uid, dir)
 	return errors.Join(errs...)
 }

@@ -1,4 +1,11 @@
-package local
+package hostuid
+
+// Leases of sandboxes that no longer exist. Close and New's prune of a
+// dead sandbox release a sandbox's lease by what its sandbox.json names;
+// when that file is gone too (its state directory was removed with rm -rf,
+// as a test's temporary one is), nothing names the lease any more, and a
+// lease file per uid piled up. Every New's prune removes them here, each
+// only when provably unused.
 
 import (
 	"bufio"
@@ -11,28 +18,16 @@ import (
 	"strings"
 )
 
-// Host leftovers of sandboxes that no longer exist. Close and New's prune
-// of a dead sandbox (spare.go) remove a sandbox's cgroup and uid lease by
-// what its sandbox.json names; when that file is gone too (its state
-// directory was removed with rm -rf, as a test's temporary one is), nothing
-// names them any more, and they piled up: an empty cgroup per sandbox in
-// each hierarchy, a lease file per uid. Every New's prune removes them,
-// each only when provably unused: the cgroups by
-// cgroups.PruneLeftovers, the leases here (pruneLeases): a uid lease whose
-// sandbox directory is gone and whose uid no process on the host runs as,
-// under the allocator's lock.
-
-// pruneLeases removes, under the allocator's lock (lockLeases), the uid
-// leases in hostUIDDir whose sandbox directory no longer exists and whose
-// uid no process on the host runs as (real, effective, saved or file
-// system uid). A lease it cannot read or parse is left to allocUID, which
-// takes it over.
-func pruneLeases() {
-	entries, err := os.ReadDir(hostUIDDir)
+// PruneLeases removes, under the allocator's lock, the uid leases in
+// leases whose sandbox directory no longer exists and whose uid no process
+// on the host runs as (real, effective, saved or file system uid). A
+// lease it cannot read or parse is left to Alloc, which takes it over.
+func PruneLeases(leases string) {
+	entries, err := os.ReadDir(leases)
 	if err != nil || len(entries) == 0 {
 		return
 	}
-	unlock, err := lockLeases()
+	unlock, err := lock(leases)
 	if err != nil {
 		return
 	}
@@ -43,7 +38,7 @@ func pruneLeases() {
 		if err != nil || uid <= 0 {
 			continue
 		}
-		p := filepath.Join(hostUIDDir, e.Name())
+		p := filepath.Join(leases, e.Name())
 		data, err := os.ReadFile(p)
 		if err != nil {
 			continue
