@@ -106,7 +106,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, unavailable("%v", err)
 	}
 	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, o.Logger)
-	if err := b.findServer(); err != nil {
+	if err := b.findServerBinary(); err != nil {
 		return nil, unavailable("%v", err)
 	}
 	if err := b.stageBinds(); err != nil {
@@ -164,8 +164,8 @@ func (b *Backend) findGo() error {
 	return nil
 }
 
-// findServer resolves the runtime server binary (see Options.ServerPath).
-func (b *Backend) findServer() error {
+// findServerBinary resolves the runtime server binary (see Options.ServerPath).
+func (b *Backend) findServerBinary() error {
 	p := b.opts.ServerPath
 	if p == "" {
 		p = os.Getenv("GORUNTIME_SANDBOX_SERVER")

@@ -13,6 +13,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
@@ -146,18 +147,18 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)
-	s.meta.Server = findServer(s.meta.Keep)
+	s.meta.Server = serverPID(s.meta.Keep)
 	if st, err := procfs.ReadStat(s.meta.Server); err == nil {
 		s.meta.ServerAt = st.StartTime
 	}
 	// No command has run yet: only Open's caller can start one.
 	if os.Geteuid() == 0 {
-		if err := capPtys(ctx, s.meta.Server); err != nil {
+		if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
 			s.cl.close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}
 		if !b.opts.Network {
-			if err := capListenQueue(ctx, s.meta.Server); err != nil {
+			if err := nslimits.CapListenQueue(ctx, s.meta.Server); err != nil {
 				s.cl.close()
 				return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 			}
@@ -230,7 +231,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 		l.disk = m.Disk.Dir
 	}
 	if m.Server == 0 {
-		m.Server = findServer(m.Keep)
+		m.Server = serverPID(m.Keep)
 		if st, err := procfs.ReadStat(m.Server); err == nil {
 			m.ServerAt = st.StartTime
 		}
