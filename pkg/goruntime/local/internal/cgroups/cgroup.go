@@ -44,13 +44,13 @@ type Limits struct {
 	Background bool
 }
 
-// SocketBytes is how much socket buffer memory (TCP and UDP, in all
+// socketBytes is how much socket buffer memory (TCP and UDP, in all
 // its sockets) a sandbox of memoryBytes may hold: an eighth of its memory
 // limit, 128 MiB for the default 1 GiB, so one sandbox takes at most a
 // small share of the host's tcp_mem and udp_mem (2.2 GiB each on these
 // machines). Past it, sends block and receive queues drop, in that
 // sandbox alone.
-func SocketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
+func socketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
 
 // Counters are the cgroup's limit-hit counters at one moment.
 type Counters struct {
@@ -112,7 +112,7 @@ func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
 	// 17 s and stalled every TCP connection on the host and in other
 	// sandboxes. v2's memory.max covers them.
 	if _, err := os.Stat(filepath.Join(cg.Memory, "memory.kmem.tcp.limit_in_bytes")); err == nil {
-		writes = append(writes, [2]string{filepath.Join(cg.Memory, "memory.kmem.tcp.limit_in_bytes"), strconv.FormatInt(SocketBytes(lim.MemoryBytes), 10)})
+		writes = append(writes, [2]string{filepath.Join(cg.Memory, "memory.kmem.tcp.limit_in_bytes"), strconv.FormatInt(socketBytes(lim.MemoryBytes), 10)})
 	}
 	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,

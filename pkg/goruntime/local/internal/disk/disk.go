@@ -107,12 +107,12 @@ func cacheSubdirs() []string {
 // Make makes, mounts and lays out the new disk id, whose Layout.Cache
 // shows the seed. Its directories belong to root until Claim hands them
 // over. It refuses when the images' file system has less than sp.Bytes
-// free (CheckHostSpace).
+// free (checkHostSpace).
 func Make(ctx context.Context, id string, sp Spec) (d Disk, err error) {
 	if strings.ContainsAny(sp.Seed, ",:\\") {
 		return d, fmt.Errorf("seed build cache path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", sp.Seed)
 	}
-	if err := CheckHostSpace(sp.Images, sp.Bytes); err != nil {
+	if err := checkHostSpace(sp.Images, sp.Bytes); err != nil {
 		return d, err
 	}
 	d = ByID(sp.Images, sp.Mounts, id)

@@ -104,7 +104,7 @@ func Try(ctx context.Context, bytes, inodes int64) error {
 	return nil
 }
 
-// CheckHostSpace refuses a new disk image when the file system that holds
+// checkHostSpace refuses a new disk image when the file system that holds
 // images has less than bytes (a sandbox's disk quota) free. The images are
 // sparse: a sandbox's disk takes host space only as the sandbox writes, so
 // live sandboxes together may be promised more than the host has (docs/
@@ -112,7 +112,7 @@ func Try(ctx context.Context, bytes, inodes int64) error {
 // check keeps a host that is already nearly full from taking sandboxes
 // that could not fill even their own quota, and from being filled to
 // the last byte by them.
-func CheckHostSpace(images string, bytes int64) error {
+func checkHostSpace(images string, bytes int64) error {
 	if err := os.MkdirAll(images, 0o700); err != nil {
 		return fmt.Errorf("create disk image directory: %w", err)
 	}

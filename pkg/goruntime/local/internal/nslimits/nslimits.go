@@ -14,16 +14,16 @@ import (
 	"time"
 )
 
-// MaxPtys is how many pseudo-terminals one sandbox may have open at once.
+// maxPtys is how many pseudo-terminals one sandbox may have open at once.
 // bubblewrap gives each sandbox a devpts instance of its own, but every
 // instance draws on one host-wide pool (kernel.pty.max less
 // kernel.pty.reserve: 3072 by default), so without a cap one sandbox took
 // them all and the next one's open("/dev/ptmx") failed. Past the cap,
 // opening /dev/ptmx fails with ENOSPC in that sandbox alone.
-const MaxPtys = 32
+const maxPtys = 32
 
 // CapPtys remounts the devpts instance of the sandbox whose process pid
-// is inside it with max=MaxPtys. It needs root.
+// is inside it with max=maxPtys. It needs root.
 //
 // It runs mount(8) under nsenter(1), in the sandbox's mount namespace
 // only (not its pid namespace, so no host process ever shows inside).
@@ -34,7 +34,7 @@ const MaxPtys = 32
 func CapPtys(ctx context.Context, pid int) error {
 	// The options bubblewrap mounts /dev/pts with (a remount resets
 	// whatever it does not name), plus the cap.
-	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(MaxPtys)
+	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--",
@@ -42,12 +42,12 @@ func CapPtys(ctx context.Context, pid int) error {
 	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s",
-			MaxPtys, opts, err, strings.TrimSpace(string(out)))
+			maxPtys, opts, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
-// ListenQueue is net.core.somaxconn in a sandbox's network namespace: the
+// listenQueue is net.core.somaxconn in a sandbox's network namespace: the
 // most connections one listener holds that its program has not accepted.
 // The kernel charges such a connection to no cgroup until it is accepted
 // (~2.8 KB of kernel memory each, and a page of the host's tcp_mem once
@@ -57,9 +57,9 @@ func CapPtys(ctx context.Context, pid int) error {
 // still more than a test's server needs between two accepts. This
 // lowers that cost 32 times; it does not bound it (docs/local-backend.md,
 // the inventory: still open).
-const ListenQueue = 128
+const listenQueue = 128
 
-// CapListenQueue sets net.core.somaxconn to ListenQueue in the network
+// CapListenQueue sets net.core.somaxconn to listenQueue in the network
 // namespace of the sandbox whose process pid is inside it (from the host's
 // /proc, which shows the sysctls of the namespace it is read from). It
 // needs root.
@@ -67,10 +67,10 @@ func CapListenQueue(ctx context.Context, pid int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--",
-		"sh", "-c", "echo "+strconv.Itoa(ListenQueue)+" > /proc/sys/net/core/somaxconn")
+		"sh", "-c", "echo "+strconv.Itoa(listenQueue)+" > /proc/sys/net/core/somaxconn")
 	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("set the sandbox's listen queue (net.core.somaxconn) to %d (nsenter): %w: %s", ListenQueue, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("set the sandbox's listen queue (net.core.somaxconn) to %d (nsenter): %w: %s", listenQueue, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		if err := os.Remove(cache); err != nil {
 			return err
 		}
-		if err := Populate(strings.TrimSuffix(dir, ExtraSuffix()), cache); err != nil {
+		if err := Populate(strings.TrimSuffix(dir, extraSuffix()), cache); err != nil {
 			return err
 		}
 	}

@@ -15,16 +15,16 @@ import (
 	"time"
 )
 
-// BuildTimeout bounds one seed build. It is not tied to any caller: a
+// buildTimeout bounds one seed build. It is not tied to any caller: a
 // build outlives the Open or Prepare that started it, so a caller's short
 // timeout never throws the work away.
-const BuildTimeout = 20 * time.Minute
+const buildTimeout = 20 * time.Minute
 
 // Builder runs the seed builds of one Go installation in one seed root
 // for one backend. Its methods are safe for concurrent use.
 type Builder struct {
 	root, goroot string
-	env          func() []string                  // the build's environment (Ensure)
+	env          func() []string                  // the build's environment (ensure)
 	start        func(func(context.Context)) bool // runs work that outlives its caller; false once closed
 	log          *slog.Logger
 
@@ -45,7 +45,7 @@ func NewBuilder(root, goroot string, env func() []string, start func(func(contex
 
 // Ready reports whether the base seed is complete, without building it.
 func (sb *Builder) Ready() bool {
-	key, err := Key(sb.goroot)
+	key, err := keyOf(sb.goroot)
 	if err != nil {
 		return false
 	}
@@ -68,7 +68,7 @@ func (e *StillBuilding) Unwrap() error { return e.Err }
 
 // Dir returns the base seed's directory. The build (or the wait for
 // another process's build, under the seed's lock file) runs once per
-// Builder in the background, bounded by BuildTimeout; callers wait for it
+// Builder in the background, bounded by buildTimeout; callers wait for it
 // with their ctx. When ctx ends first, the error is a *StillBuilding; the
 // build goes on. A failed build is retried by the next call. Once the
 // base seed is there, Dir starts the extra seed's build in the
@@ -104,11 +104,11 @@ func (sb *Builder) Dir(ctx context.Context) (string, error) {
 }
 
 func (sb *Builder) run(ctx context.Context, run *build) {
-	ctx, cancel := context.WithTimeout(ctx, BuildTimeout)
+	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	dir, err := Ensure(ctx, sb.root, sb.goroot, sb.env(), run.report)
+	dir, err := ensure(ctx, sb.root, sb.goroot, sb.env(), run.report)
 	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w (gave up after %s)", err, BuildTimeout)
+		err = fmt.Errorf("%w (gave up after %s)", err, buildTimeout)
 	}
 	sb.mu.Lock()
 	run.dir, run.err = dir, err
@@ -128,10 +128,10 @@ func (sb *Builder) buildExtra(base string) {
 		return
 	}
 	started := sb.start(func(bgCtx context.Context) {
-		ctx, cancel := context.WithTimeout(bgCtx, BuildTimeout)
+		ctx, cancel := context.WithTimeout(bgCtx, buildTimeout)
 		defer cancel()
 		start := time.Now()
-		dir, err := EnsureExtra(ctx, sb.root, sb.goroot, sb.env())
+		dir, err := ensureExtra(ctx, sb.root, sb.goroot, sb.env())
 		if err != nil && bgCtx.Err() != nil {
 			// Closed: what the build compiled is kept for the next one.
 			sb.log.Debug("local backend: extra seed build cache paused by Close; the next backend resumes it", "after", time.Since(start).Round(time.Second))
@@ -156,7 +156,7 @@ func (sb *Builder) Extra(ctx context.Context, base string) error {
 	if WithExtra(base) != base {
 		return nil
 	}
-	if _, err := EnsureExtra(ctx, sb.root, sb.goroot, sb.env()); err != nil {
+	if _, err := ensureExtra(ctx, sb.root, sb.goroot, sb.env()); err != nil {
 		return fmt.Errorf("build the extra seed build cache: %w", err)
 	}
 	return nil

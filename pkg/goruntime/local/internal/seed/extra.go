@@ -16,8 +16,8 @@ import (
 // only the user's code. It lives beside the base as
 // seed/<key>-extra-v2-race or seed/<key>-extra-v2.
 
-// ExtraSuffix names the extra seed after the base seed's directory.
-func ExtraSuffix() string {
+// extraSuffix names the extra seed after the base seed's directory.
+func extraSuffix() string {
 	if raceCapable() {
 		return "-extra-v2-race"
 	}
@@ -26,7 +26,7 @@ func ExtraSuffix() string {
 
 // WithExtra returns the extra seed of base when it is complete, else base.
 func WithExtra(base string) string {
-	extra := base + ExtraSuffix()
+	extra := base + extraSuffix()
 	if _, err := os.Stat(filepath.Join(extra, ".complete")); err == nil {
 		return extra
 	}
@@ -45,7 +45,7 @@ func Claimable(root, name string) bool {
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
 		return false
 	}
-	base := strings.TrimSuffix(name, ExtraSuffix())
+	base := strings.TrimSuffix(name, extraSuffix())
 	if base != name {
 		return true // the current kind of extra seed, complete
 	}

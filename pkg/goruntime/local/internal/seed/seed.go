@@ -55,9 +55,9 @@ func raceCapable() bool {
 	return strings.HasPrefix(p, "/usr/")
 }
 
-// Key names the seed of the Go installation goroot by what its build
+// keyOf names the seed of the Go installation goroot by what its build
 // depends on; the seed lives in the seed root's directory of that name.
-func Key(goroot string) (string, error) {
+func keyOf(goroot string) (string, error) {
 	version, err := os.ReadFile(filepath.Join(goroot, "VERSION"))
 	if err != nil {
 		return "", fmt.Errorf("read Go version: %w", err)
@@ -72,26 +72,26 @@ func Key(goroot string) (string, error) {
 	return v + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// Ensure returns the directory of a complete seed build cache for goroot
+// ensure returns the directory of a complete seed build cache for goroot
 // in root (a state directory's seed/), building it first if needed with
 // the environment env (the settings that enter the sandboxes' action
 // IDs). Concurrent callers (in this or other processes) wait for one
 // build. report receives progress (Stage).
-func Ensure(ctx context.Context, root, goroot string, env []string, report func(goruntime.Progress)) (string, error) {
-	key, err := Key(goroot)
+func ensure(ctx context.Context, root, goroot string, env []string, report func(goruntime.Progress)) (string, error) {
+	key, err := keyOf(goroot)
 	if err != nil {
 		return "", err
 	}
 	return ensureAt(ctx, root, key, goroot, env, report, false)
 }
 
-// EnsureExtra is Ensure for the extra seed (extra.go).
-func EnsureExtra(ctx context.Context, root, goroot string, env []string) (string, error) {
-	key, err := Key(goroot)
+// ensureExtra is ensure for the extra seed (extra.go).
+func ensureExtra(ctx context.Context, root, goroot string, env []string) (string, error) {
+	key, err := keyOf(goroot)
 	if err != nil {
 		return "", err
 	}
-	return ensureAt(ctx, root, key+ExtraSuffix(), goroot, env, func(goruntime.Progress) {}, true)
+	return ensureAt(ctx, root, key+extraSuffix(), goroot, env, func(goruntime.Progress) {}, true)
 }
 
 func ensureAt(ctx context.Context, root, key, goroot string, env []string, report func(goruntime.Progress), extra bool) (string, error) {
