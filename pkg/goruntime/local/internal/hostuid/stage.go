@@ -61,10 +61,10 @@ func Stage(stagings, p string) (string, error) {
 	}
 	if src.Mode&unix.S_IFMT == unix.S_IFDIR {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return "", err
+			return "", fmt.Errorf("stage %s for sandbox uids: %w", p, err)
 		}
 	} else if f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o444); err != nil {
-		return "", err
+		return "", fmt.Errorf("stage %s for sandbox uids: %w", p, err)
 	} else {
 		f.Close()
 	}
