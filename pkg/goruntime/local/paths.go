@@ -6,7 +6,7 @@ import "path/filepath"
 // backend's Options.StateDir:
 //
 //	sandboxes/<id>/   one sandbox (layout)
-//	seed/<key>/       the seed build cache for one Go toolchain
+//	seed/<key>/       the seed build cache for one Go toolchain (internal/seed)
 //	spare/<seed>/     build caches copied ahead of Open
 //	trash/            trees being removed in the background
 //	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
@@ -15,7 +15,6 @@ type stateDir string
 
 func (d stateDir) sandboxes() string        { return filepath.Join(string(d), "sandboxes") }
 func (d stateDir) seedRoot() string         { return filepath.Join(string(d), "seed") }
-func (d stateDir) seed(key string) string   { return filepath.Join(d.seedRoot(), key) }
 func (d stateDir) spareRoot() string        { return filepath.Join(string(d), "spare") }
 func (d stateDir) spare(seed string) string { return filepath.Join(d.spareRoot(), filepath.Base(seed)) }
 func (d stateDir) trash() string            { return filepath.Join(string(d), "trash") }
