@@ -16,8 +16,9 @@
 #
 # Layers, largest first, and what changes them: the Debian base; the Go
 # toolchain (GO_VERSION); the seeded build cache (the toolchain and the
-# seed programs in pkg/goruntime/local/_seed); sandbox-server (any source
-# file), last, so a source edit rebuilds only the server and that layer.
+# seed programs in pkg/goruntime/local/internal/seed/_seed); sandbox-server
+# (any source file), last, so a source edit rebuilds only the server and
+# that layer.
 
 ARG GO_VERSION=1.26.8
 ARG DEBIAN=trixie
@@ -65,8 +66,8 @@ ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
     SANDBOX_BASE_DIR=/app
 
 # --- seed: the build cache a pod starts from -------------------------------
-# The packages the local backend's seed holds too (pkg/goruntime/local,
-# seed.go): what go run of a hello world compiles, about 45 common standard
+# The packages the local backend's seed holds too (pkg/goruntime/local/
+# internal/seed): what go run of a hello world compiles, about 45 common standard
 # packages (seed/main.go), what go test, go test -cover and go vet of a
 # small module compile, and go tool test2json, so a pod's first hello world
 # links in ~0.5 s instead of compiling for ~6 s. Not all of std: a package
@@ -74,7 +75,7 @@ ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sb
 # above and this toolchain at this path, so the cache keys match what
 # commands in the pod compute (the keys do not depend on the user).
 FROM go AS seed
-COPY pkg/goruntime/local/_seed/ /tmp/seedsrc/
+COPY pkg/goruntime/local/internal/seed/_seed/ /tmp/seedsrc/
 RUN cd /tmp/seedsrc/hello && go run main.go \
  && cd /tmp/seedsrc/seed && go mod init seed \
  && go build -o /dev/null . \

@@ -149,7 +149,7 @@ build_router() {
 # approximated: more files only means a rebuild that was not needed).
 context_files() {
 	git -C "$repo" ls-files -co --exclude-standard |
-		awk '/^pkg\/goruntime\/local\/_seed\// || !/^(\.git|\.cache|\.ci|bin|docs|manifests|scripts|test)\/|_test\.go$|(^|\/)testdata\/|\.test$|\.out$/' |
+		awk '/^pkg\/goruntime\/local\/internal\/seed\/_seed\// || !/^(\.git|\.cache|\.ci|bin|docs|manifests|scripts|test)\/|_test\.go$|(^|\/)testdata\/|\.test$|\.out$/' |
 		LC_ALL=C sort
 }
 

@@ -3,19 +3,18 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // installHint names the fix for a missing or unusable bubblewrap.
@@ -38,16 +37,13 @@ type Backend struct {
 	processAPI string
 	sandboxes  string
 
-	seedMu    sync.Mutex
-	seedDir   string
-	seedBuild *seedBuild // the build in flight, or nil
+	seeds *seed.Builder // the seed build cache's builds (seedrun.go)
 
 	refilling      atomic.Bool // a spare-cache filler runs
 	refillingDisks atomic.Bool // a spare-disk filler runs
 
-	bg           *background // work that outlives its caller; Close ends it (background.go)
-	pool         *warmPool   // sandboxes started ahead for Open (pool.go)
-	extraStarted atomic.Bool // the extra seed build runs or ran (seedextra.go)
+	bg   *background // work that outlives its caller; Close ends it (background.go)
+	pool *warmPool   // sandboxes started ahead for Open (pool.go)
 
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
 
@@ -57,7 +53,7 @@ type Backend struct {
 	// Where bubblewrap binds Go, the module cache and the server from:
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer, bindProcessAPI string
-	diskQuota                                            bool // each sandbox gets a disk of its own (disk.go)
+	diskQuota                                            bool // each sandbox gets a disk of its own (sparedisk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 }
@@ -109,7 +105,8 @@ func New(opts Options) (*Backend, error) {
 	if err := b.findGo(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	if err := b.findServer(); err != nil {
+	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, o.Logger)
+	if err := b.findServerBinary(); err != nil {
 		return nil, unavailable("%v", err)
 	}
 	if err := b.stageBinds(); err != nil {
@@ -120,7 +117,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	b.bg.start(b.prune)
 	b.pool = newWarmPool(b, o.WarmPool)
-	if b.seedReady() {
+	if b.seeds.Ready() {
 		b.pool.refill() // else the first Open or Prepare fills it
 	}
 	return b, nil
@@ -167,8 +164,8 @@ func (b *Backend) findGo() error {
 	return nil
 }
 
-// findServer resolves the runtime server binary (see Options.ServerPath).
-func (b *Backend) findServer() error {
+// findServerBinary resolves the runtime server binary (see Options.ServerPath).
+func (b *Backend) findServerBinary() error {
 	p := b.opts.ServerPath
 	if p == "" {
 		p = os.Getenv("GORUNTIME_SANDBOX_SERVER")
@@ -254,27 +251,11 @@ func (b *Backend) List() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && validID(e.Name()) {
+		if e.IsDir() && sandboxid.Valid(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
 	return ids, nil
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// validID reports whether id has the shape newID makes, so that it can
-// name a directory safely.
-func validID(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(id)
-	return err == nil && strings.ToLower(id) == id
 }
 
 // tail returns the last n bytes of a file, for error messages.

@@ -21,7 +21,7 @@ func keepSet(pids []int) map[int]bool {
 // at 1000 (internal/server), so the OOM killer takes commands
 // before it. Needs CAP_SYS_RESOURCE; without it this does nothing.
 func protectFromOOM(pids []int) {
-	server := findServer(pids)
+	server := serverPID(pids)
 	for _, p := range pids {
 		if p != server {
 			_ = os.WriteFile("/proc/"+strconv.Itoa(p)+"/oom_score_adj", []byte("-1000"), 0o644)
@@ -29,8 +29,8 @@ func protectFromOOM(pids []int) {
 	}
 }
 
-// findServer returns the pid of the runtime server among pids, or 0.
-func findServer(pids []int) int {
+// serverPID returns the pid of the runtime server among pids, or 0.
+func serverPID(pids []int) int {
 	for _, p := range pids {
 		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
 		if err != nil {

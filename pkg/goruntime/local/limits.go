@@ -13,12 +13,14 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
 // starts it at the warm pool's CPU weight.
-func (o Options) cgroupLimits(pooled bool) cgroupLimits {
-	return cgroupLimits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
+func (o Options) cgroupLimits(pooled bool) cgroups.Limits {
+	return cgroups.Limits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
 }
 
 // setRlimits gives the process pid (the gate, before it becomes
@@ -73,7 +75,7 @@ func hitFileSize(res *goruntime.ExecResult, signal int) bool {
 // counters read before and after it and its result (signal is the signal
 // that killed it, 0 if none or unknown), or the Limit res already carries
 // (the streaming client sets LimitOutput), else "".
-func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal int) goruntime.Limit {
+func limitHit(before, after cgroups.Counters, res *goruntime.ExecResult, signal int) goruntime.Limit {
 	switch {
 	case after.OOMKills > before.OOMKills:
 		return goruntime.LimitMemory
@@ -88,20 +90,21 @@ func limitHit(before, after cgroupCounters, res *goruntime.ExecResult, signal in
 }
 
 // limitWatch is what a command's limit outcome is derived from: the
-// cgroup's counters before it and the samples of its disk (diskfull.go).
+// cgroup's counters before it and the samples of its disk
+// (disk.Sampler).
 type limitWatch struct {
-	before cgroupCounters
-	disk   *diskSampler
+	before cgroups.Counters
+	disk   *disk.Sampler
 }
 
 // watchLimits starts watching the limits of the command about to run;
 // finishExec (or end, on a failed call) stops it.
 func (s *Sandbox) watchLimits() *limitWatch {
-	return &limitWatch{before: s.meta.Cgroup.counters(), disk: sampleDisk(s.meta.Disk)}
+	return &limitWatch{before: s.meta.Cgroup.Counters(), disk: disk.Sample(s.meta.Disk)}
 }
 
 // end stops the disk's sampling; more calls do nothing.
-func (w *limitWatch) end() { w.disk.end() }
+func (w *limitWatch) end() { w.disk.End() }
 
 // finishExec completes the result of a command that Exec or ExecStream
 // ran: it fills res.Limit (limitHit, then the disk's own counters), kills
@@ -110,14 +113,14 @@ func (w *limitWatch) end() { w.disk.end() }
 // cannot fetch.
 func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.ExecResult, signal int) {
 	cg := &s.meta.Cgroup
-	res.Limit = limitHit(w.before, cg.counters(), res, signal)
+	res.Limit = limitHit(w.before, cg.Counters(), res, signal)
 	res.DiskCounted = w.disk != nil
-	if u, full := w.disk.finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
+	if u, full := w.disk.Finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
 		res.Limit = goruntime.LimitDisk
 		res.Stderr += s.b.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
-		if err := cg.kill(s.keep, 5*time.Second); err != nil {
+		if err := cg.Kill(s.keep, 5*time.Second); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
 		res.Stderr += s.b.limitNote(res.Limit)
@@ -144,6 +147,15 @@ func (b *Backend) limitNote(l goruntime.Limit) string {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes, --processes); what the command left running was killed.]\n", b.opts.Processes)
 	}
 	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes, --memory-mb); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
+}
+
+// diskNote is the note appended to a command's stderr when it ran the
+// sandbox's disk out of bytes or inodes.
+func (b *Backend) diskNote(u disk.Usage) string {
+	if u.FreeInodes == 0 {
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes, --disk-inodes); delete files to go on.]\n", b.opts.DiskInodes)
+	}
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes, --disk-mb) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
 }
 
 // fileTableShare is how much of the host's open-file table one sandbox may

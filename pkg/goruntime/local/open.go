@@ -12,6 +12,10 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // open starts a sandbox. A pooled one (for the warm pool) starts at the
@@ -21,11 +25,11 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err != nil {
 		return nil, err
 	}
-	id := newID()
+	id := sandboxid.New()
 	l := layout{dir: filepath.Join(b.sandboxes, id)}
 	defer func() {
 		if err != nil {
-			_ = removeTree(l.dir)
+			_ = tree.Remove(l.dir)
 		}
 	}()
 	st, err := b.prepareStorage(ctx, &l, seed)
@@ -49,13 +53,13 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			b.stopModules(id)
 		}
 	}()
-	cg, err := newCgroup(id, b.opts.cgroupLimits(pooled))
+	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled))
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
 	defer func() {
 		if err != nil {
-			_ = cg.remove()
+			_ = cg.Remove()
 		}
 	}()
 
@@ -115,7 +119,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		<-exited
 		return nil, e
 	}
-	if err := cg.add(pid); err != nil {
+	if err := cg.Add(pid); err != nil {
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
 	if err := b.opts.setRlimits(pid); err != nil {
@@ -126,7 +130,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 
 	s := &Sandbox{b: b, l: l, cl: newClient(l.socket(), serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
-	// A pool start runs at a low CPU weight (cgroupLimits.Background):
+	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
 	ready := b.opts.StartTimeout
@@ -139,17 +143,17 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 	pst, _ := procfs.ReadStat(pid)
 	s.meta = meta{ID: id, PID: pid, StartTime: pst.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network, HostUID: st.uid, Disk: st.disk}
-	if procs, err := cg.procs(); err == nil {
+	if procs, err := cg.Procs(); err == nil {
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)
-	s.meta.Server = findServer(s.meta.Keep)
+	s.meta.Server = serverPID(s.meta.Keep)
 	if st, err := procfs.ReadStat(s.meta.Server); err == nil {
 		s.meta.ServerAt = st.StartTime
 	}
 	// No command has run yet: only Open's caller can start one.
 	if os.Geteuid() == 0 {
-		if err := capPtys(ctx, s.meta.Server); err != nil {
+		if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
 			s.cl.close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}
@@ -158,7 +162,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			if b.opts.Relax.Connections {
 				conns = 0
 			}
-			if err := capNetwork(ctx, s.meta.Server, conns); err != nil {
+			if err := nslimits.CapNetwork(ctx, s.meta.Server, conns); err != nil {
 				s.cl.close()
 				return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 			}
@@ -212,7 +216,7 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 }
 
 func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
-	if !validID(id) {
+	if !sandboxid.Valid(id) {
 		return nil, fmt.Errorf("local sandbox %q: not a sandbox ID: %w", id, goruntime.ErrSandboxNotFound)
 	}
 	l := layout{dir: filepath.Join(b.sandboxes, id)}
@@ -231,7 +235,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 		l.disk = m.Disk.Dir
 	}
 	if m.Server == 0 {
-		m.Server = findServer(m.Keep)
+		m.Server = serverPID(m.Keep)
 		if st, err := procfs.ReadStat(m.Server); err == nil {
 			m.ServerAt = st.StartTime
 		}

@@ -6,16 +6,15 @@ import "path/filepath"
 // backend's Options.StateDir:
 //
 //	sandboxes/<id>/   one sandbox (layout)
-//	seed/<key>/       the seed build cache for one Go toolchain
+//	seed/<key>/       the seed build cache for one Go toolchain (internal/seed)
 //	spare/<seed>/     build caches copied ahead of Open
 //	trash/            trees being removed in the background
-//	disks/            per-sandbox disk images and their mount points (disk.go)
+//	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
 //	modproxy/         the module proxy's go commands' working directory (modules.go)
 type stateDir string
 
 func (d stateDir) sandboxes() string        { return filepath.Join(string(d), "sandboxes") }
 func (d stateDir) seedRoot() string         { return filepath.Join(string(d), "seed") }
-func (d stateDir) seed(key string) string   { return filepath.Join(d.seedRoot(), key) }
 func (d stateDir) spareRoot() string        { return filepath.Join(string(d), "spare") }
 func (d stateDir) spare(seed string) string { return filepath.Join(d.spareRoot(), filepath.Base(seed)) }
 func (d stateDir) trash() string            { return filepath.Join(string(d), "trash") }
@@ -25,7 +24,7 @@ func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "m
 // layout is where one sandbox's directories live on the host.
 type layout struct {
 	dir  string // state/sandboxes/<id>
-	disk string // where its disk is mounted (disk.go); "": no disk, everything under dir
+	disk string // where its disk is mounted (internal/disk); "": no disk, everything under dir
 }
 
 // data is the directory that holds the sandbox's writable storage.

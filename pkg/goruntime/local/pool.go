@@ -33,7 +33,7 @@ const (
 	// poolRefillDelay is the longest the refill after an Open waits for
 	// the opened sandbox's first commands to end and poolRefillQuiet to
 	// pass without another (refillAfter): a start beside a first go build
-	// (even at the pool's low CPU weight, cgroup.go) slowed it on 2
+	// (even at the pool's low CPU weight, internal/cgroups) slowed it on 2
 	// vCPUs. Agents pause between commands; the refill runs then.
 	poolRefillDelay = 2 * time.Second
 	poolRefillQuiet = 100 * time.Millisecond
@@ -128,7 +128,7 @@ func (p *warmPool) claim() *Sandbox {
 		s := p.ready[0]
 		p.ready = p.ready[1:]
 		p.mu.Unlock()
-		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.foreground(s.b.opts.CPUs) == nil {
+		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.Foreground(s.b.opts.CPUs) == nil {
 			return s
 		}
 		go func() { _ = s.Close(context.Background()) }()

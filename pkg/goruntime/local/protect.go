@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 )
 
 // Protections: the layers a sandbox runs under besides its namespaces and
@@ -135,8 +136,8 @@ func (b *Backend) setupProtections() error {
 	b.layers.usernsBlock = !o.Relax.NestedUserns
 	b.hostUID = root && !o.Relax.HostUID
 	if !o.Relax.DiskQuota {
-		if p := diskQuotaProblem(); p != nil {
-			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", p.Detail, p.Fix))
+		if detail, fix := disk.HostProblem(); detail != "" {
+			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
 		}
 		b.diskQuota = true
 	}
@@ -239,67 +240,27 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
 }
 
-// diskQuotaProblem says why per-sandbox disks cannot be made here, or nil.
-func diskQuotaProblem() *Protection {
-	p := &Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
-	switch {
-	case os.Geteuid() != 0:
-		p.Detail = "making and mounting a file system per sandbox needs root"
-		p.Fix = "run as root, or relax it (Options.Relax.DiskQuota, --relax=disk): sandboxes then share the state directory's file system, capped only per file"
-	case !found("mkfs.ext4"):
-		p.Detail = "mkfs.ext4 not found"
-		p.Fix = "apt-get install e2fsprogs (scripts/install-deps.sh)"
-	case !found("mount"):
-		p.Detail = "mount not found"
-		p.Fix = "apt-get install mount (scripts/install-deps.sh)"
-	default:
-		if _, err := os.Stat("/dev/loop-control"); err != nil {
-			p.Detail = "no loop devices (/dev/loop-control: " + err.Error() + ")"
-			p.Fix = "modprobe loop, or give the container loop devices (docker run --device /dev/loop-control ...)"
-			return p
-		}
-		return nil
-	}
-	return p
-}
-
 // connectionsProblem says why sandboxes' TCP connections cannot be capped
-// here (capNetwork: it tries, in a network namespace of its own), or nil;
-// nil too with Network, where sandboxes use the host's network and the cap
-// does not apply (checkConnections says so).
+// here (nslimits.NetworkProblem tries), or nil; nil too with Network,
+// where sandboxes use the host's network and the cap does not apply
+// (checkConnections says so).
 func connectionsProblem(ctx context.Context, o Options) *Protection {
 	p := &Protection{Name: ProtConnections, Status: StatusUnavailable, Required: true}
+	relax := " (or relax it: Options.Relax.Connections, --relax=connections)"
 	switch {
 	case o.Network:
 		return nil
 	case os.Geteuid() != 0:
 		p.Detail = "setting netfilter rules in a sandbox's network namespace needs root"
 		p.Fix = "run as root, or relax it (Options.Relax.Connections, --relax=connections): a sandbox can then queue connections the host pays for"
-	case !found("nsenter"):
-		p.Detail = "nsenter not found"
-		p.Fix = "apt-get install util-linux (scripts/install-deps.sh)"
-	case !found("iptables-restore") || !found("ip6tables-restore"):
-		p.Detail = "iptables-restore or ip6tables-restore not found"
-		p.Fix = "apt-get install iptables (scripts/install-deps.sh), or relax it (Options.Relax.Connections, --relax=connections)"
 	default:
-		err := trialNetwork(ctx, o.Connections)
-		if err == nil {
+		detail, fix := nslimits.NetworkProblem(ctx, o.Connections)
+		if detail == "" {
 			return nil
 		}
-		p.Detail = err.Error()
-		p.Fix = "a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit), or relax it (Options.Relax.Connections, --relax=connections)"
+		p.Detail, p.Fix = detail, fix+relax
 	}
 	return p
-}
-
-func found(name string) bool {
-	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		if isExecutable(filepath.Join(dir, name)) {
-			return true
-		}
-	}
-	_, err := exec.LookPath(name)
-	return err == nil
 }
 
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.

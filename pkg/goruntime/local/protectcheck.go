@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
 // Check reports, for this host and opts, every protection a local sandbox
@@ -109,7 +110,7 @@ func checkCgroups(o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := newCgroup("check-"+newID(), o.cgroupLimits(false))
+	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false))
 	if err != nil {
 		for i, p := range []*Protection{&mem, &pids, &cpu} {
 			// The first row says why; the others point at it.
@@ -121,7 +122,7 @@ func checkCgroups(o Options) []Protection {
 		}
 		return []Protection{mem, pids, cpu}
 	}
-	defer cg.remove()
+	defer cg.Remove()
 	version := "v1"
 	if cg.V2 {
 		version = "v2"
@@ -170,7 +171,7 @@ func checkConnections(ctx context.Context, o Options) Protection {
 			Detail: "Options.Relax.Connections: a sandbox may queue unaccepted connections the host pays for (listen queue 128 each)"}
 	}
 	return Protection{Name: ProtConnections, Status: StatusActive, Required: true,
-		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its network namespace; Options.Connections), %d queued per listener", o.Connections, listenQueue)}
+		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its network namespace; Options.Connections), %d queued per listener", o.Connections, nslimits.ListenQueue)}
 }
 
 // checkDisk makes, mounts and removes a minimal sandbox disk.
@@ -179,42 +180,15 @@ func checkDisk(ctx context.Context, o Options) Protection {
 		return Protection{Name: ProtDiskQuota, Status: StatusRelaxed,
 			Detail: "Options.Relax.DiskQuota: sandboxes write to the state directory's file system, capped only per file (FileSizeBytes)"}
 	}
-	if p := diskQuotaProblem(); p != nil {
-		return *p
-	}
-	p := Protection{Name: ProtDiskQuota, Required: true}
-	dir, err := os.MkdirTemp("", "sandbox-check-")
-	if err != nil {
-		p.Status, p.Detail = StatusUnavailable, err.Error()
+	p := Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
+	if p.Detail, p.Fix = disk.HostProblem(); p.Detail != "" {
 		return p
 	}
-	defer os.RemoveAll(dir)
-	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
-	err = os.Mkdir(mnt, 0o700)
-	if err == nil {
-		err = os.WriteFile(img, nil, 0o600)
-	}
-	if err == nil {
-		err = os.Truncate(img, MinDiskBytes)
-	}
-	steps := [][]string{
-		{"mkfs.ext4", "-q", "-F", "-N", fmt.Sprint(MinDiskInodes), "-m", "0", "-O", "^has_journal,^resize_inode", img},
-		{"mount", "-t", "ext4", "-o", "loop,discard,nosuid,nodev", img, mnt},
-	}
-	for _, s := range steps {
-		if err != nil {
-			break
-		}
-		if out, e := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); e != nil {
-			err = fmt.Errorf("%s: %v: %s", s[0], e, strings.TrimSpace(string(out)))
-		}
-	}
-	if err != nil {
-		p.Status, p.Detail = StatusUnavailable, "cannot make and loop-mount a small ext4 image: "+err.Error()
+	if err := disk.Try(ctx, MinDiskBytes, MinDiskInodes); err != nil {
+		p.Detail = "cannot make and loop-mount a small ext4 image: " + err.Error()
 		p.Fix = "give this host loop devices (modprobe loop) and e2fsprogs, or relax it (Options.Relax.DiskQuota, --relax=disk)"
 		return p
 	}
-	_ = unix.Unmount(mnt, unix.MNT_DETACH)
 	p.Status = StatusActive
 	p.Detail = fmt.Sprintf("a loop-mounted ext4 image per sandbox: %d MiB and %d inodes for /app, HOME with its caches and /tmp together", o.DiskBytes>>20, o.DiskInodes)
 	return p

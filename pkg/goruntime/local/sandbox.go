@@ -7,22 +7,24 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // meta is a sandbox's sandbox.json: what another process needs to attach
 // to it and to tear it down.
 type meta struct {
-	ID        string    `json:"id"`
-	PID       int       `json:"pid"`        // bubblewrap's pid on the host
-	StartTime uint64    `json:"start_time"` // its start time in clock ticks, against pid reuse
-	Keep      []int     `json:"keep"`       // bubblewrap and the server (older sandboxes: also bubblewrap's init and a lifeline shell)
-	Server    int       `json:"server_pid"` // the runtime server's pid on the host (0: unknown, older sandboxes)
-	ServerAt  uint64    `json:"server_start"`
-	Cgroup    cgroup    `json:"cgroup"`
-	Created   time.Time `json:"created"`
-	Network   bool      `json:"network"`
-	HostUID   int       `json:"host_uid,omitempty"` // the host uid it runs as (0: the caller's)
-	Disk      *disk     `json:"disk,omitempty"`     // its disk (nil: no disk quota)
+	ID        string         `json:"id"`
+	PID       int            `json:"pid"`        // bubblewrap's pid on the host
+	StartTime uint64         `json:"start_time"` // its start time in clock ticks, against pid reuse
+	Keep      []int          `json:"keep"`       // bubblewrap and the server (older sandboxes: also bubblewrap's init and a lifeline shell)
+	Server    int            `json:"server_pid"` // the runtime server's pid on the host (0: unknown, older sandboxes)
+	ServerAt  uint64         `json:"server_start"`
+	Cgroup    cgroups.Cgroup `json:"cgroup"`
+	Created   time.Time      `json:"created"`
+	Network   bool           `json:"network"`
+	HostUID   int            `json:"host_uid,omitempty"` // the host uid it runs as (0: the caller's)
+	Disk      *disk.Disk     `json:"disk,omitempty"`     // its disk (nil: no disk quota)
 }
 
 // Sandbox is one local sandbox. It implements goruntime.Sandbox; its

@@ -10,6 +10,12 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // Spare build caches: populating a sandbox's GOCACHE from the seed costs a
@@ -20,16 +26,16 @@ import (
 
 const spareCaches = 2
 
-func (b *Backend) spareDir(seed string) string {
+func (b *Backend) spareDir(seedDir string) string {
 	// Named after the seed the spares are linked from: once the extra
-	// seed is complete (seedextra.go), spares linked from the base alone
+	// seed is complete (seed.WithExtra), spares linked from the base alone
 	// are no longer claimed.
-	return stateDir(b.opts.StateDir).spare(withExtra(seed))
+	return stateDir(b.opts.StateDir).spare(seed.WithExtra(seedDir))
 }
 
 // claimSpare moves a spare cache to dst and reports whether it found one.
-func (b *Backend) claimSpare(seed, dst string) bool {
-	dir := b.spareDir(seed)
+func (b *Backend) claimSpare(seedDir, dst string) bool {
+	dir := b.spareDir(seedDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false
@@ -49,13 +55,13 @@ func (b *Backend) claimSpare(seed, dst string) bool {
 
 // refillSpares tops the pool up to spareCaches, one filler at a time per
 // backend.
-func (b *Backend) refillSpares(seed string) {
+func (b *Backend) refillSpares(seedDir string) {
 	if !b.refilling.CompareAndSwap(false, true) {
 		return
 	}
 	started := b.bg.start(func(ctx context.Context) {
 		defer b.refilling.Store(false)
-		dir := b.spareDir(seed)
+		dir := b.spareDir(seedDir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return
 		}
@@ -73,15 +79,15 @@ func (b *Backend) refillSpares(seed string) {
 			if ready >= spareCaches || ctx.Err() != nil {
 				return
 			}
-			name := newID()
+			name := sandboxid.New()
 			tmp := filepath.Join(dir, name+".tmp")
-			if err := populateCache(seed, tmp); err != nil {
-				_ = removeTree(tmp)
+			if err := seed.Populate(seedDir, tmp); err != nil {
+				_ = tree.Remove(tmp)
 				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
 				return
 			}
 			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-				_ = removeTree(tmp)
+				_ = tree.Remove(tmp)
 				return
 			}
 		}
@@ -95,14 +101,14 @@ func (b *Backend) refillSpares(seed string) {
 func (b *Backend) trash(dir string) error {
 	t := stateDir(b.opts.StateDir).trash()
 	if err := os.MkdirAll(t, 0o700); err != nil {
-		return removeTree(dir)
+		return tree.Remove(dir)
 	}
-	dst := filepath.Join(t, filepath.Base(dir)+"-"+newID())
+	dst := filepath.Join(t, filepath.Base(dir)+"-"+sandboxid.New())
 	if err := os.Rename(dir, dst); err != nil {
-		return removeTree(dir)
+		return tree.Remove(dir)
 	}
-	if !b.bg.start(func(context.Context) { _ = removeTree(dst) }) {
-		return removeTree(dst)
+	if !b.bg.start(func(context.Context) { _ = tree.Remove(dst) }) {
+		return tree.Remove(dst)
 	}
 	return nil
 }
@@ -110,20 +116,20 @@ func (b *Backend) trash(dir string) error {
 // prune removes what dead sandboxes left behind (their process is gone but
 // Close never ran: the opener crashed or exited), old trash, spares no
 // backend will claim (of a seed that is gone or superseded) and the host
-// leftovers of sandboxes that no longer exist (leftovers.go). Run in the
-// background by New.
+// leftovers of sandboxes that no longer exist (cgroups.PruneLeftovers,
+// hostuid.PruneLeases). Run in the background by New.
 func (b *Backend) prune(ctx context.Context) {
 	_ = ctx
 	if entries, err := os.ReadDir(stateDir(b.opts.StateDir).trash()); err == nil {
 		for _, e := range entries {
-			_ = removeTree(filepath.Join(stateDir(b.opts.StateDir).trash(), e.Name()))
+			_ = tree.Remove(filepath.Join(stateDir(b.opts.StateDir).trash(), e.Name()))
 		}
 	}
 	for _, d := range []string{stateDir(b.opts.StateDir).spareRoot()} {
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
 			group := filepath.Join(d, e.Name())
-			claimable := b.claimableSeed(e.Name())
+			claimable := seed.Claimable(stateDir(b.opts.StateDir).seedRoot(), e.Name())
 			sub, _ := os.ReadDir(group)
 			for _, s := range sub {
 				p := filepath.Join(group, s.Name())
@@ -132,7 +138,7 @@ func (b *Backend) prune(ctx context.Context) {
 				case strings.HasSuffix(s.Name(), ".tmp"):
 					// From a filler that died (or, if young, still fills).
 					if time.Since(info.ModTime()) > time.Hour {
-						_ = removeTree(p)
+						_ = tree.Remove(p)
 					}
 				case !claimable:
 					// Linked from a seed that is gone or superseded: no
@@ -140,7 +146,7 @@ func (b *Backend) prune(ctx context.Context) {
 					// claimSpare, so a claimer never gets a half-removed one.
 					dst := filepath.Join(stateDir(b.opts.StateDir).trash(), "spare-"+s.Name())
 					if os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(p, dst) == nil {
-						_ = removeTree(dst)
+						_ = tree.Remove(dst)
 					}
 				}
 			}
@@ -149,9 +155,9 @@ func (b *Backend) prune(ctx context.Context) {
 			}
 		}
 	}
-	pruneOrphanDisks()
-	pruneCgroups(b.sandboxes, sandboxGroups())
-	pruneLeases()
+	disk.PruneOrphans(diskMounts)
+	cgroups.PruneLeftovers(b.sandboxes)
+	hostuid.PruneLeases(hostUIDDir)
 	live := map[string]bool{}
 	defer func() { b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
@@ -159,7 +165,7 @@ func (b *Backend) prune(ctx context.Context) {
 		return
 	}
 	for _, e := range entries {
-		if !validID(e.Name()) {
+		if !sandboxid.Valid(e.Name()) {
 			continue
 		}
 		l := layout{dir: filepath.Join(b.sandboxes, e.Name())}
@@ -167,7 +173,7 @@ func (b *Backend) prune(ctx context.Context) {
 		if err != nil {
 			// Still opening (no state file yet) unless it is old.
 			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Minute {
-				_ = removeTree(l.dir)
+				_ = tree.Remove(l.dir)
 			}
 			continue
 		}
@@ -177,12 +183,12 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 		if procfs.Alive(m.PID, m.StartTime) {
 			if m.Disk != nil {
-				live[m.Disk.Dir] = true
+				live[m.Disk.ID()] = true
 			}
 			continue
 		}
-		_ = m.Cgroup.remove()
+		_ = m.Cgroup.Remove()
 		_ = (storage{uid: m.HostUID, disk: m.Disk}).release(l.dir)
-		_ = removeTree(l.dir)
+		_ = tree.Remove(l.dir)
 	}
 }

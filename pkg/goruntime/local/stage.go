@@ -1,14 +1,11 @@
 package local
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 )
 
 // runRoot holds what the sandboxes' host uids must reach by path, since
@@ -29,111 +26,32 @@ func (b *Backend) stageBinds() error {
 	if !b.hostUID {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(runRoot, "ro"), 0o711); err != nil {
+	stagings := filepath.Join(runRoot, "ro")
+	if err := os.MkdirAll(stagings, 0o711); err != nil {
 		return fmt.Errorf("create %s: %w", runRoot, err)
 	}
-	for _, d := range []string{runRoot, filepath.Join(runRoot, "ro")} {
+	for _, d := range []string{runRoot, stagings} {
 		if err := os.Chmod(d, 0o711); err != nil {
 			return err
 		}
 	}
-	unstageDeleted()
+	hostuid.UnstageDeleted(stagings)
 	var err error
-	if b.bindGoroot, err = stage(b.goroot); err != nil {
+	if b.bindGoroot, err = hostuid.Stage(stagings, b.goroot); err != nil {
 		return err
 	}
 	if b.modCache != "" {
-		if b.bindModCache, err = stage(b.modCache); err != nil {
+		if b.bindModCache, err = hostuid.Stage(stagings, b.modCache); err != nil {
 			return err
 		}
 	}
-	if b.bindServer, err = stage(b.server); err != nil {
+	if b.bindServer, err = hostuid.Stage(stagings, b.server); err != nil {
 		return err
 	}
 	if b.processAPI != "" {
-		if b.bindProcessAPI, err = stage(b.processAPI); err != nil {
+		if b.bindProcessAPI, err = hostuid.Stage(stagings, b.processAPI); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// reachable reports whether any uid can enter every directory on the way
-// to p and read p (and enter it, for a directory).
-func reachable(p string) bool {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return false
-	}
-	want := os.FileMode(0o004)
-	if fi.IsDir() {
-		want = 0o005
-	}
-	if fi.Mode().Perm()&want != want {
-		return false
-	}
-	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		if d == "/" {
-			return true
-		}
-	}
-}
-
-// stage returns p when every uid can reach it, else the path of a
-// read-only bind mount of p under runRoot/ro/ (made if missing).
-func stage(p string) (string, error) {
-	if reachable(p) {
-		return p, nil
-	}
-	sum := sha256.Sum256([]byte(p))
-	dst := filepath.Join(runRoot, "ro", hex.EncodeToString(sum[:8])+"-"+filepath.Base(p))
-	var src, cur unix.Stat_t
-	if err := unix.Stat(p, &src); err != nil {
-		return "", fmt.Errorf("stage %s for sandbox uids: %w", p, err)
-	}
-	if unix.Stat(dst, &cur) == nil && cur.Dev == src.Dev && cur.Ino == src.Ino {
-		return dst, nil // staged before
-	}
-	if src.Mode&unix.S_IFMT == unix.S_IFDIR {
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return "", err
-		}
-	} else if f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o444); err != nil {
-		return "", err
-	} else {
-		f.Close()
-	}
-	if err := unix.Mount(p, dst, "", unix.MS_BIND, ""); err != nil {
-		return "", fmt.Errorf("stage %s at %s for sandbox uids (bind mount): %w", p, dst, err)
-	}
-	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		_ = unix.Unmount(dst, unix.MNT_DETACH)
-		return "", fmt.Errorf("make staged %s read-only: %w", dst, err)
-	}
-	return dst, nil
-}
-
-// unstageDeleted drops stagings of files that were deleted since (a test
-// binary's server, rebuilt at another path each run): their mount keeps
-// the deleted file alive until unmounted. Sandboxes that still run keep
-// their own view of it.
-func unstageDeleted() {
-	entries, err := os.ReadDir(filepath.Join(runRoot, "ro"))
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		p := filepath.Join(runRoot, "ro", e.Name())
-		var st unix.Stat_t
-		if unix.Stat(p, &st) != nil || st.Nlink != 0 {
-			continue
-		}
-		if err := unix.Unmount(p, unix.MNT_DETACH); err == nil || errors.Is(err, unix.EINVAL) {
-			_ = os.Remove(p)
-		}
-	}
 }

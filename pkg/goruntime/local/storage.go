@@ -9,13 +9,16 @@ import (
 	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // storage is what one sandbox holds besides its processes: the host uid
 // it runs as (0: the caller's) and its disk (nil: plain directories).
 type storage struct {
 	uid  int
-	disk *disk
+	disk *disk.Disk
 }
 
 // prepareStorage makes a new sandbox's state directory l.dir and its
@@ -23,7 +26,7 @@ type storage struct {
 // a host uid of its own when the backend gives sandboxes one, with GOCACHE
 // showing the seed build cache. It is part of every sandbox start, so
 // whatever starts sandboxes gets the same layers. It sets l.disk.
-func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (st storage, err error) {
+func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string) (st storage, err error) {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return st, fmt.Errorf("create sandbox directory: %w", err)
 	}
@@ -43,7 +46,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 	}
 	if b.diskQuota {
-		d, err := b.claimDisk(ctx, withExtra(seed), st.uid)
+		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota, --relax=disk): %w", err, goruntime.ErrUnavailable)
 		}
@@ -57,7 +60,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 		}
 		return st, nil
 	}
-	if b.hostUID && !reachable(b.sandboxes) {
+	if b.hostUID && !hostuid.Reachable(b.sandboxes) {
 		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
 			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
@@ -70,15 +73,15 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 			return st, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
-	if !b.claimSpare(seed, l.gocache()) {
-		if err := populateCache(seed, l.gocache()); err != nil {
+	if !b.claimSpare(seedDir, l.gocache()) {
+		if err := seed.Populate(seedDir, l.gocache()); err != nil {
 			return st, err
 		}
 	}
 	if st.uid > 0 {
 		for _, d := range []string{l.app(), l.home(), l.tmp(), l.run()} {
-			if err := chownTree(d, st.uid); err != nil {
-				return st, fmt.Errorf("give sandbox directories to uid %d: %w", st.uid, err)
+			if err := hostuid.Chown(d, st.uid); err != nil {
+				return st, err
 			}
 		}
 	}
@@ -88,11 +91,11 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 // refillStorage tops up the pool Open claims storage from (ready disks,
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
-func (b *Backend) refillStorage(seed string) {
+func (b *Backend) refillStorage(seedDir string) {
 	if b.diskQuota {
-		b.refillSpareDisks(withExtra(seed))
+		b.refillSpareDisks(seed.WithExtra(seedDir))
 	} else {
-		b.refillSpares(seed)
+		b.refillSpares(seedDir)
 	}
 }
 
@@ -114,10 +117,10 @@ func (st storage) dropTo() []string {
 func (st storage) release(dir string) error {
 	var errs []error
 	if st.disk != nil {
-		if err := st.disk.remove(); err != nil {
+		if err := st.disk.Remove(); err != nil {
 			errs = append(errs, fmt.Errorf("remove sandbox disk: %w", err))
 		}
 	}
-	releaseUID(st.uid, dir)
+	hostuid.Release(hostUIDDir, st.uid, dir)
 	return errors.Join(errs...)
 }

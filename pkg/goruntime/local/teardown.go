@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,7 +27,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	var errs []error
 	cg := s.meta.Cgroup
-	if err := cg.remove(); err != nil {
+	if err := cg.Remove(); err != nil {
 		errs = append(errs, err)
 	}
 	if s.exited != nil {
@@ -71,24 +68,6 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("disconnect local sandbox %s: %w", s.meta.ID, err)
 		}
-	}
-	return nil
-}
-
-// removeTree deletes dir, making read-only directories (which a sandbox
-// may leave, e.g. a module cache) writable first when needed.
-func removeTree(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o755)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	return nil
 }

@@ -182,7 +182,7 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 		s.gone = fmt.Errorf("local sandbox %s: %w", s.meta.ID, gone)
 	}
 	s.mu.Unlock()
-	if kerr := s.meta.Cgroup.kill(nil, 5*time.Second); kerr != nil {
+	if kerr := s.meta.Cgroup.Kill(nil, 5*time.Second); kerr != nil {
 		s.b.opts.Logger.Warn("local sandbox: kill after the server stopped answering", "id", s.meta.ID, "err", kerr)
 	}
 	return gone

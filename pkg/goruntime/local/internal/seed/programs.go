@@ -1,4 +1,4 @@
-package local
+package seed
 
 import _ "embed" // the seed programs
 

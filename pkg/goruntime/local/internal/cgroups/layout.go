@@ -1,4 +1,4 @@
-package local
+package cgroups
 
 // Where the sandboxes' cgroups live: the mounted hierarchies (v1 or v2)
 // and this process's own cgroup, below which they are made.
@@ -79,45 +79,45 @@ func ownCgroups() (map[string]string, error) {
 	return own, nil
 }
 
-// groupLayout is where the sandboxes' cgroups live: one directory,
-// cgroupGroup below the caller's own cgroup, holding a cgroup per sandbox
+// layout is where the sandboxes' cgroups live: one directory,
+// groupName below the caller's own cgroup, holding a cgroup per sandbox
 // (named by its ID), per v1 hierarchy or in the v2 tree. Exactly one of v1
 // and v2 is set.
-type groupLayout struct {
+type layout struct {
 	v1    map[string]string // v1 controller (memory, pids, cpu if mounted) -> group directory
 	v2    string            // the v2 group directory
 	v2Own string            // the caller's own v2 cgroup, the group's parent
 }
 
-// findGroupLayout finds the groupLayout of this process: v1 when the
+// findLayout finds the layout of this process: v1 when the
 // memory and pids hierarchies are mounted, else v2.
-func findGroupLayout() (groupLayout, error) {
+func findLayout() (layout, error) {
 	mounts, unified, err := mountedControllers()
 	if err != nil {
-		return groupLayout{}, fmt.Errorf("find cgroup mounts: %w", err)
+		return layout{}, fmt.Errorf("find cgroup mounts: %w", err)
 	}
 	own, err := ownCgroups()
 	if err != nil {
-		return groupLayout{}, fmt.Errorf("read own cgroups: %w", err)
+		return layout{}, fmt.Errorf("read own cgroups: %w", err)
 	}
 	if mounts["memory"] != "" && mounts["pids"] != "" {
 		v1 := map[string]string{}
 		for _, c := range []string{"memory", "pids", "cpu"} {
 			if mounts[c] != "" {
-				v1[c] = filepath.Join(mounts[c], own[c], cgroupGroup)
+				v1[c] = filepath.Join(mounts[c], own[c], groupName)
 			}
 		}
-		return groupLayout{v1: v1}, nil
+		return layout{v1: v1}, nil
 	}
 	if unified != "" {
 		ownDir := filepath.Join(unified, own[""])
-		return groupLayout{v2: filepath.Join(ownDir, cgroupGroup), v2Own: ownDir}, nil
+		return layout{v2: filepath.Join(ownDir, groupName), v2Own: ownDir}, nil
 	}
-	return groupLayout{}, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
+	return layout{}, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
 }
 
 // dirs lists the layout's group directories.
-func (l groupLayout) dirs() []string {
+func (l layout) dirs() []string {
 	if l.v1 == nil {
 		return []string{l.v2}
 	}

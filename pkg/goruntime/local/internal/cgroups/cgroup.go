@@ -1,4 +1,11 @@
-package local
+// Package cgroups makes, limits, watches and removes the local backend's
+// per-sandbox cgroups (v1 hierarchies or the v2 tree): one cgroup per
+// sandbox, named by its ID, in a group directory below the caller's own
+// cgroup (layout.go). A cgroup caps the sandbox's memory (socket buffers
+// included), tasks and CPU time, weighs its CPU share (weight.go) and
+// counts the limits it ran into; prune.go removes what dead sandboxes
+// left. Nothing here is global: every call finds its own layout.
+package cgroups
 
 import (
 	"errors"
@@ -12,27 +19,27 @@ import (
 	"time"
 )
 
-// cgroupGroup is the name of the directory under the caller's own cgroup
+// groupName is the name of the directory under the caller's own cgroup
 // that holds one cgroup per sandbox. Nesting under our own cgroup keeps
 // whatever limits the caller already runs under.
-const cgroupGroup = "go-runtime-sandbox"
+const groupName = "go-runtime-sandbox"
 
-// cgroup is one sandbox's cgroup: a directory per v1 hierarchy (memory,
+// Cgroup is one sandbox's cgroup: a directory per v1 hierarchy (memory,
 // pids, cpu) or a single v2 directory.
-type cgroup struct {
+type Cgroup struct {
 	V2     bool   `json:"v2"`
 	Memory string `json:"memory"` // v1 memory dir, or the v2 dir
 	Pids   string `json:"pids"`   // v1 pids dir, or the v2 dir
 	CPU    string `json:"cpu"`    // v1 cpu dir, or the v2 dir; may be empty
 }
 
-// cgroupLimits are what a sandbox's cgroup enforces.
-type cgroupLimits struct {
+// Limits are what a sandbox's cgroup enforces.
+type Limits struct {
 	MemoryBytes int64
 	Processes   int // pids.max: tasks (processes and threads) at once
 	CPUs        int
 	// Background starts the sandbox at a low CPU weight instead of its
-	// CPUs' worth (see cpuWeightBackgroundV1); cgroup.foreground gives it
+	// CPUs' worth (see cpuWeightBackgroundV1); Cgroup.Foreground gives it
 	// the full weight.
 	Background bool
 }
@@ -45,84 +52,29 @@ type cgroupLimits struct {
 // sandbox alone.
 func socketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
 
-// cgroupCounters are the cgroup's limit-hit counters at one moment.
-type cgroupCounters struct {
+// Counters are the cgroup's limit-hit counters at one moment.
+type Counters struct {
 	OOMKills int64 // processes the OOM killer killed
 	PidsMax  int64 // forks refused at pids.max
 }
 
-// CPU weights: a sandbox may use CPUs cores, so under contention it
-// competes as CPUs runnable tasks, not as one. The kernel weighs a cgroup
-// as a whole against its sibling tasks: with the default weight, all the
-// threads of a sandbox's go build together got the CPU share of a single
-// host process, so on a busy machine sandboxed builds ran several times
-// slower than the same build on the host. The group holding every sandbox
-// gets the weight of the machine's CPUs, so sandboxes together never
-// outweigh a machine's worth of host tasks.
-//
-// A warm-pool sandbox starts in the background, right after a claim, when
-// the session that claimed is about to run its first command. It starts
-// at a sixteenth of one task's weight, so it takes little CPU time from
-// running sandboxes, and gets its full weight when it is claimed. (The
-// refill also waits for the claiming session's first commands: pool.go.) It competes only with its sibling sandboxes, not with the
-// host's other processes, so a busy host does not starve it.
-const (
-	cpuWeightV1 = 1024 // cgroup v1 cpu.shares of one task (the default)
-	cpuWeightV2 = 100  // cgroup v2 cpu.weight of one task (the default)
-
-	cpuWeightBackgroundV1 = cpuWeightV1 / 16 // cgroup v1 cpu.shares of a sandbox in the warm pool
-	cpuWeightBackgroundV2 = cpuWeightV2 / 16 // cgroup v2 cpu.weight of a sandbox in the warm pool
-)
-
-// cpuWeight is the CPU weight of a sandbox allowed cpus CPUs, or of one
-// in the background: cgroup v1 cpu.shares, or v2 cpu.weight.
-func cpuWeight(v2 bool, cpus int, background bool) string {
-	switch {
-	case background && v2:
-		return strconv.Itoa(cpuWeightBackgroundV2)
-	case background:
-		return strconv.Itoa(cpuWeightBackgroundV1)
-	case v2:
-		return strconv.Itoa(min(cpuWeightV2*cpus, 10000))
-	}
-	return strconv.Itoa(cpuWeightV1 * cpus)
-}
-
-// foreground gives a sandbox started in the background (see
-// cgroupLimits.Background) the full CPU weight of cpus CPUs. A cgroup
-// without a CPU controller or limit is left alone.
-func (cg *cgroup) foreground(cpus int) error {
-	if cg.CPU == "" || cpus <= 0 {
-		return nil
-	}
-	file := "cpu.shares"
-	if cg.V2 {
-		file = "cpu.weight"
-	}
-	p := filepath.Join(cg.CPU, file)
-	if err := os.WriteFile(p, []byte(cpuWeight(cg.V2, cpus, false)), 0o644); err != nil {
-		return fmt.Errorf("set CPU weight %s: %w", p, err)
-	}
-	return nil
-}
-
-// newCgroup creates the cgroup for sandbox id with lim applied. Errors
+// New creates the cgroup for sandbox id with lim applied. Errors
 // name the fix; callers wrap them with ErrUnavailable.
-func newCgroup(id string, lim cgroupLimits) (*cgroup, error) {
-	l, err := findGroupLayout()
+func New(id string, lim Limits) (*Cgroup, error) {
+	l, err := findLayout()
 	if err != nil {
 		return nil, err
 	}
 	if l.v1 != nil {
-		return newCgroupV1(id, lim, l.v1)
+		return newV1(id, lim, l.v1)
 	}
-	return newCgroupV2(id, lim, l.v2Own, l.v2)
+	return newV2(id, lim, l.v2Own, l.v2)
 }
 
-// newCgroupV1 creates sandbox id's cgroups in groups (controller -> group
-// directory, see groupLayout).
-func newCgroupV1(id string, lim cgroupLimits, groups map[string]string) (*cgroup, error) {
-	cg := &cgroup{}
+// newV1 creates sandbox id's cgroups in groups (controller -> group
+// directory, see layout).
+func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
+	cg := &Cgroup{}
 	mk := func(ctrl string) (string, error) {
 		dir := filepath.Join(groups[ctrl], id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -135,12 +87,12 @@ func newCgroupV1(id string, lim cgroupLimits, groups map[string]string) (*cgroup
 		return nil, err
 	}
 	if cg.Pids, err = mk("pids"); err != nil {
-		cg.remove()
+		cg.Remove()
 		return nil, err
 	}
 	if groups["cpu"] != "" {
 		if cg.CPU, err = mk("cpu"); err != nil {
-			cg.remove()
+			cg.Remove()
 			return nil, err
 		}
 	}
@@ -173,16 +125,16 @@ func newCgroupV1(id string, lim cgroupLimits, groups map[string]string) (*cgroup
 	}
 	for _, w := range writes {
 		if err := os.WriteFile(w[0], []byte(w[1]), 0o644); err != nil {
-			cg.remove()
+			cg.Remove()
 			return nil, fmt.Errorf("set cgroup limit %s=%s: %w", w[0], w[1], err)
 		}
 	}
 	return cg, nil
 }
 
-// newCgroupV2 creates sandbox id's cgroup in parent, the group directory
-// below own (see groupLayout).
-func newCgroupV2(id string, lim cgroupLimits, own, parent string) (*cgroup, error) {
+// newV2 creates sandbox id's cgroup in parent, the group directory
+// below own (see layout).
+func newV2(id string, lim Limits, own, parent string) (*Cgroup, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup v2 group %s: %w (run as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes ...)", parent, err)
 	}
@@ -197,7 +149,7 @@ func newCgroupV2(id string, lim cgroupLimits, own, parent string) (*cgroup, erro
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup v2 %s: %w", dir, err)
 	}
-	cg := &cgroup{V2: true, Memory: dir, Pids: dir, CPU: dir}
+	cg := &Cgroup{V2: true, Memory: dir, Pids: dir, CPU: dir}
 	writes := [][2]string{
 		{"memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
 		{"memory.swap.max", "0"},
@@ -212,14 +164,14 @@ func newCgroupV2(id string, lim cgroupLimits, own, parent string) (*cgroup, erro
 	for _, w := range writes {
 		p := filepath.Join(dir, w[0])
 		if err := os.WriteFile(p, []byte(w[1]), 0o644); err != nil && !(w[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
-			cg.remove()
+			cg.Remove()
 			return nil, fmt.Errorf("set cgroup limit %s=%s: %w", p, w[1], err)
 		}
 	}
 	return cg, nil
 }
 
-func (cg *cgroup) dirs() []string {
+func (cg *Cgroup) dirs() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, d := range []string{cg.Memory, cg.Pids, cg.CPU} {
@@ -231,8 +183,8 @@ func (cg *cgroup) dirs() []string {
 	return out
 }
 
-// add moves process pid into the sandbox's cgroup(s).
-func (cg *cgroup) add(pid int) error {
+// Add moves process pid into the sandbox's cgroup(s).
+func (cg *Cgroup) Add(pid int) error {
 	for _, d := range cg.dirs() {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("move process %d into cgroup %s: %w", pid, d, err)
@@ -241,11 +193,11 @@ func (cg *cgroup) add(pid int) error {
 	return nil
 }
 
-// procs lists the processes in the sandbox's cgroup.
-func (cg *cgroup) procs() ([]int, error) {
+// Procs lists the processes in the sandbox's cgroup.
+func (cg *Cgroup) Procs() ([]int, error) {
 	data, err := os.ReadFile(filepath.Join(cg.Pids, "cgroup.procs"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the processes of cgroup %s: %w", cg.Pids, err)
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
@@ -256,9 +208,9 @@ func (cg *cgroup) procs() ([]int, error) {
 	return pids, nil
 }
 
-// counters reads the limit-hit counters.
-func (cg *cgroup) counters() cgroupCounters {
-	var c cgroupCounters
+// Counters reads the limit-hit counters.
+func (cg *Cgroup) Counters() Counters {
+	var c Counters
 	if cg.V2 {
 		c.OOMKills = readKey(filepath.Join(cg.Memory, "memory.events"), "oom_kill")
 	} else {
@@ -284,12 +236,12 @@ func readKey(path, key string) int64 {
 	return 0
 }
 
-// kill SIGKILLs every process in the cgroup except those in keep, until
+// Kill SIGKILLs every process in the cgroup except those in keep, until
 // none is left (or only keep) or the deadline passes.
-func (cg *cgroup) kill(keep map[int]bool, within time.Duration) error {
+func (cg *Cgroup) Kill(keep map[int]bool, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		pids, err := cg.procs()
+		pids, err := cg.Procs()
 		if err != nil {
 			// ENODEV: the group was removed while we read it (a concurrent
 			// prune of the same dead sandbox); either way it is empty.
@@ -315,9 +267,9 @@ func (cg *cgroup) kill(keep map[int]bool, within time.Duration) error {
 	}
 }
 
-// remove kills what is left in the cgroup and deletes its directories.
-func (cg *cgroup) remove() error {
-	err := cg.kill(nil, 5*time.Second)
+// Remove kills what is left in the cgroup and deletes its directories.
+func (cg *Cgroup) Remove() error {
+	err := cg.Kill(nil, 5*time.Second)
 	for _, d := range cg.dirs() {
 		var rerr error
 		for i := 0; i < 100; i++ {

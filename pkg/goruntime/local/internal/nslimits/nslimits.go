@@ -1,13 +1,14 @@
-package local
-
-// Limits the host sets in a sandbox's own namespaces (its devpts instance,
-// its network namespace) right after it starts, before any command runs.
-// The sandbox cannot change them: it has no capabilities, and the seccomp
-// filter refuses mount.
+// Package nslimits sets the limits the host puts in a local sandbox's own
+// namespaces (its devpts instance; its network namespace: the listen queue
+// and the TCP connections) right after it starts, before any command runs. The sandbox cannot change them: it has
+// no capabilities, and the seccomp filter refuses mount. Each function
+// takes the pid of a process inside the sandbox.
+package nslimits
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // opening /dev/ptmx fails with ENOSPC in that sandbox alone.
 const maxPtys = 32
 
-// capPtys remounts the devpts instance of the sandbox whose process pid
+// CapPtys remounts the devpts instance of the sandbox whose process pid
 // is inside it with max=maxPtys. It needs root.
 //
 // It runs mount(8) under nsenter(1), in the sandbox's mount namespace
@@ -31,7 +32,7 @@ const maxPtys = 32
 // its own, and Go cannot always give one back: a goroutine that ends
 // locked on the main thread leaves that thread, and with it /proc/self,
 // in the sandbox's mounts for the life of the process.
-func capPtys(ctx context.Context, pid int) error {
+func CapPtys(ctx context.Context, pid int) error {
 	// The options bubblewrap mounts /dev/pts with (a remount resets
 	// whatever it does not name), plus the cap.
 	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
@@ -39,7 +40,7 @@ func capPtys(ctx context.Context, pid int) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--",
 		"mount", "-n", "-t", "devpts", "-o", opts, "devpts", "/dev/pts")
-	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	cmd.Env = []string{"PATH=" + toolPath}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s",
 			maxPtys, opts, err, strings.TrimSpace(string(out)))
@@ -47,11 +48,11 @@ func capPtys(ctx context.Context, pid int) error {
 	return nil
 }
 
-// listenQueue is net.core.somaxconn in a sandbox's network namespace: the
+// ListenQueue is net.core.somaxconn in a sandbox's network namespace: the
 // most connections one listener holds that its program has not accepted.
 // 128 (the kernel's default before Linux 5.4, 4096 since) is still more
 // than a test's server needs between two accepts.
-const listenQueue = 128
+const ListenQueue = 128
 
 // The kernel charges a TCP connection waiting in a listener's accept queue
 // to no cgroup until it is accepted (~4 KB of kernel memory each), and a
@@ -59,17 +60,17 @@ const listenQueue = 128
 // descriptor per listener while the host pays for every connection in
 // it: one sandbox queued 600,000 (2.4 GB of unreclaimable kernel memory
 // in 20 s). Capping each queue does not bound that (listeners are cheap);
-// capping the connections does. capNetwork has the sandbox's own netfilter
+// capping the connections does. CapNetwork has the sandbox's own netfilter
 // count its TCP connections (conntrack, which the kernel keeps per
-// network namespace) and refuse a new one past Options.Connections with a
-// reset, so connect fails with ECONNREFUSED. Only TCP is tracked: the
-// entries are kernel memory too, and UDP has no queue to bound.
+// network namespace) and refuse a new one past the cap with a reset, so
+// connect fails with ECONNREFUSED. Only TCP is tracked: the entries are
+// kernel memory too, and UDP has no queue to bound.
 //
 // What a closed connection leaves is kept short, because the count skips
 // it and it is kernel memory all the same: conntrack forgets a closed
 // connection after a second instead of two minutes, and the namespace
-// keeps at most Connections sockets in TIME_WAIT (the kernel skips the
-// wait for the rest).
+// keeps at most cap sockets in TIME_WAIT (the kernel skips the wait for
+// the rest).
 
 // netRules are iptables-restore's input for both address families.
 func netRules(conns int) string {
@@ -86,7 +87,7 @@ COMMIT
 // netScript runs in the sandbox's network namespace (sh -c): the sysctls
 // (/proc/sys/net shows those of the namespace its reader is in), then the
 // rules from stdin for IPv4 and IPv6. $1 is the listen queue, $2 the
-// connections (0: no cap, Relax.Connections).
+// connections (0: no cap).
 const netScript = `set -e
 echo "$1" > /proc/sys/net/core/somaxconn
 [ "$2" -gt 0 ] || exit 0
@@ -98,18 +99,41 @@ printf '%s\n' "$rules" | iptables-restore
 printf '%s\n' "$rules" | ip6tables-restore
 `
 
-// capNetwork sets the listen queue and the connection cap (conns; 0: none)
-// in the network namespace of the sandbox whose process pid is inside it.
-// It needs root, and iptables for the cap (connectionsProblem).
-func capNetwork(ctx context.Context, pid, conns int) error {
+// CapNetwork sets the listen queue to ListenQueue and caps the TCP
+// connections at conns per address family (0: no cap) in the network
+// namespace of the sandbox whose process pid is inside it. It needs root,
+// and iptables for the cap (NetworkProblem).
+func CapNetwork(ctx context.Context, pid, conns int) error {
 	return runNetScript(ctx, conns, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--")
 }
 
-// trialNetwork sets the same limits in a network namespace made for the
-// purpose and dropped after: whether this host's kernel and iptables can
-// cap connections (connlimit, conntrack) at all.
-func trialNetwork(ctx context.Context, conns int) error {
-	return runNetScript(ctx, conns, "unshare", "--net", "--")
+// NetworkProblem says why this host cannot cap conns connections (detail)
+// and what would let it (fix), or returns two empty strings. It tries: the
+// same limits in a network namespace made for the purpose and dropped
+// after (whether the kernel has conntrack and connlimit at all). It needs
+// root.
+func NetworkProblem(ctx context.Context, conns int) (detail, fix string) {
+	for _, tool := range []struct{ name, pkg string }{{"nsenter", "util-linux"}, {"unshare", "util-linux"}, {"iptables-restore", "iptables"}, {"ip6tables-restore", "iptables"}} {
+		if _, err := exec.LookPath(tool.name); err != nil && !inToolPath(tool.name) {
+			return tool.name + " not found", "apt-get install " + tool.pkg + " (scripts/install-deps.sh)"
+		}
+	}
+	if err := runNetScript(ctx, conns, "unshare", "--net", "--"); err != nil {
+		return err.Error(), "a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit)"
+	}
+	return "", ""
+}
+
+// toolPath is where the commands run here are looked for.
+const toolPath = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+func inToolPath(name string) bool {
+	for _, dir := range strings.Split(toolPath, ":") {
+		if fi, err := os.Stat(dir + "/" + name); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // runNetScript runs netScript under enter (a command that runs the rest
@@ -117,13 +141,13 @@ func trialNetwork(ctx context.Context, conns int) error {
 func runNetScript(ctx context.Context, conns int, enter ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := append(enter[1:len(enter):len(enter)], "sh", "-c", netScript, "sh", strconv.Itoa(listenQueue), strconv.Itoa(conns))
+	args := append(enter[1:len(enter):len(enter)], "sh", "-c", netScript, "sh", strconv.Itoa(ListenQueue), strconv.Itoa(conns))
 	cmd := exec.CommandContext(ctx, enter[0], args...)
-	cmd.Env = []string{"PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	cmd.Env = []string{"PATH=" + toolPath}
 	cmd.Stdin = strings.NewReader(netRules(conns))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cap the sandbox's TCP connections at %d and its listen queue at %d (%s, iptables-restore): %w: %s",
-			conns, listenQueue, enter[0], err, strings.TrimSpace(string(out)))
+			conns, ListenQueue, enter[0], err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

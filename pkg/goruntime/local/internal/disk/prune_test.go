@@ -1,4 +1,4 @@
-package local
+package disk
 
 import (
 	"os"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestOrphanDiskMounts reads a mountinfo and loop devices' backing files:
-// only our disks (directly under runRoot/disks, a hex id, on a loop
-// device) whose image was deleted are orphans.
-func TestOrphanDiskMounts(t *testing.T) {
+// TestOrphanMounts reads a mountinfo and loop devices' backing files:
+// only our disks (directly under the mount points' directory, a hex id,
+// on a loop device) whose image was deleted are orphans.
+func TestOrphanMounts(t *testing.T) {
 	dir := t.TempDir()
 	sys := filepath.Join(dir, "block")
 	for loop, backing := range map[string]string{
@@ -39,9 +39,9 @@ func TestOrphanDiskMounts(t *testing.T) {
 	if err := os.WriteFile(mi, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got := orphanDiskMounts(mi, sys)
+	got := orphanMounts(mi, sys, "/run/go-runtime-sandbox/disks")
 	want := []string{"/run/go-runtime-sandbox/disks/aaaaaaaaaaaaaaaa", "/run/go-runtime-sandbox/disks/dddddddddddddddd"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("orphanDiskMounts = %q, want %q", got, want)
+		t.Errorf("orphanMounts = %q, want %q", got, want)
 	}
 }

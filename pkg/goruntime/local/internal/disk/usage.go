@@ -1,4 +1,4 @@
-package local
+package disk
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Telling that a command ran into the disk quota. The label (Limit
+// Telling that a command ran into the disk quota. The label (goruntime's
 // LimitDisk, outcome disk_limit, the note naming the quota) comes from the
 // sandbox's file system's own counters, never from text: a command can
 // print "no space left on device" (and ENOSPC has other causes, e.g. no
@@ -30,44 +30,45 @@ const (
 	diskSampleInterval = 200 * time.Millisecond
 )
 
-// diskUsage is a disk's free bytes and inodes at one moment.
-type diskUsage struct {
-	freeBytes, freeInodes uint64
+// Usage is a disk's free bytes and inodes at one moment.
+type Usage struct {
+	FreeBytes, FreeInodes uint64
 }
 
-func (d disk) usage() (diskUsage, error) {
+// Usage reads the disk's free bytes and inodes now.
+func (d Disk) Usage() (Usage, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(d.Dir, &st); err != nil {
-		return diskUsage{}, err
+		return Usage{}, fmt.Errorf("free space on disk %s: %w", d.Dir, err)
 	}
-	return diskUsage{freeBytes: st.Bavail * uint64(st.Bsize), freeInodes: st.Ffree}, nil
+	return Usage{FreeBytes: st.Bavail * uint64(st.Bsize), FreeInodes: st.Ffree}, nil
 }
 
-// full reports whether u leaves no room for a write: under fullSlack
+// Full reports whether u leaves no room for a write: under fullSlack
 // bytes, or no inode.
-func (u diskUsage) full() bool { return u.freeInodes == 0 || u.freeBytes < fullSlack }
+func (u Usage) Full() bool { return u.FreeInodes == 0 || u.FreeBytes < fullSlack }
 
-// diskSampler watches a disk while a command runs: whether it became
+// Sampler watches a disk while a command runs: whether it became
 // full (was not at one sample, was at the next) and how it was then.
-type diskSampler struct {
-	d     disk
+type Sampler struct {
+	d     Disk
 	stop  chan struct{}
 	done  chan struct{}
 	ended sync.Once
 
 	mu       sync.Mutex
-	lastFull bool       // at the last sample
-	filled   *diskUsage // the first sample at which it became full
+	lastFull bool   // at the last sample
+	filled   *Usage // the first sample at which it became full
 }
 
-// sampleDisk starts sampling d; a nil d (no disk quota) samples nothing.
-func sampleDisk(d *disk) *diskSampler {
+// Sample starts sampling d; a nil d (no disk quota) samples nothing.
+func Sample(d *Disk) *Sampler {
 	if d == nil {
 		return nil
 	}
-	ds := &diskSampler{d: *d, stop: make(chan struct{}), done: make(chan struct{})}
-	if u, err := ds.d.usage(); err == nil {
-		ds.lastFull = u.full()
+	ds := &Sampler{d: *d, stop: make(chan struct{}), done: make(chan struct{})}
+	if u, err := ds.d.Usage(); err == nil {
+		ds.lastFull = u.Full()
 	}
 	go func() {
 		defer close(ds.done)
@@ -85,8 +86,8 @@ func sampleDisk(d *disk) *diskSampler {
 	return ds
 }
 
-// end stops sampling; more calls do nothing, as does a nil ds.
-func (ds *diskSampler) end() {
+// End stops sampling; more calls do nothing, as does a nil ds.
+func (ds *Sampler) End() {
 	if ds == nil {
 		return
 	}
@@ -94,28 +95,28 @@ func (ds *diskSampler) end() {
 	<-ds.done
 }
 
-func (ds *diskSampler) take() {
-	u, err := ds.d.usage()
+func (ds *Sampler) take() {
+	u, err := ds.d.Usage()
 	if err != nil {
 		return
 	}
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	if u.full() && !ds.lastFull && ds.filled == nil {
+	if u.Full() && !ds.lastFull && ds.filled == nil {
 		ds.filled = &u
 	}
-	ds.lastFull = u.full()
+	ds.lastFull = u.Full()
 }
 
-// finish stops sampling and reports whether the command ran into the
+// Finish stops sampling and reports whether the command ran into the
 // quota: the disk is full now, or became full while it ran; with the
 // usage then (the note names bytes or inodes from it).
-func (ds *diskSampler) finish() (diskUsage, bool) {
+func (ds *Sampler) Finish() (Usage, bool) {
 	if ds == nil {
-		return diskUsage{}, false
+		return Usage{}, false
 	}
-	ds.end()
-	if after, err := ds.d.usage(); err == nil && after.full() {
+	ds.End()
+	if after, err := ds.d.Usage(); err == nil && after.Full() {
 		return after, true
 	}
 	ds.mu.Lock()
@@ -123,14 +124,5 @@ func (ds *diskSampler) finish() (diskUsage, bool) {
 	if ds.filled != nil {
 		return *ds.filled, true
 	}
-	return diskUsage{}, false
-}
-
-// diskNote is the note appended to a command's stderr when it ran the
-// sandbox's disk out of bytes or inodes.
-func (b *Backend) diskNote(u diskUsage) string {
-	if u.freeInodes == 0 {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes, --disk-inodes); delete files to go on.]\n", b.opts.DiskInodes)
-	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes, --disk-mb) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
+	return Usage{}, false
 }

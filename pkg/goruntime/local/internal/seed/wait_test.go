@@ -1,9 +1,8 @@
-package local
+package seed
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // step, the elapsed time growing, and the end of the wait when the build
 // is done.
 func TestSeedWaitReportsProgress(t *testing.T) {
-	run := &seedBuild{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{})}
+	run := &build{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{})}
 	var mu sync.Mutex
 	var got []goruntime.Progress
 	ctx := goruntime.WithProgress(context.Background(), func(p goruntime.Progress) {
@@ -27,7 +26,7 @@ func TestSeedWaitReportsProgress(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- run.wait(ctx) }()
 	for step := 1; step <= 3; step++ {
-		run.report(goruntime.Progress{Stage: seedStage, Message: "step", Step: step, Steps: 3, Done: step * 10, Total: 30})
+		run.report(goruntime.Progress{Stage: Stage, Message: "step", Step: step, Steps: 3, Done: step * 10, Total: 30})
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(run.done)
@@ -53,7 +52,7 @@ func TestSeedWaitReportsProgress(t *testing.T) {
 // TestSeedWaitCallerTimeout: a caller whose ctx ends stops waiting with
 // ctx's error while the build goes on.
 func TestSeedWaitCallerTimeout(t *testing.T) {
-	run := &seedBuild{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{})}
+	run := &build{start: time.Now(), done: make(chan struct{}), changed: make(chan struct{})}
 	for _, ctx := range []context.Context{context.Background(), goruntime.WithProgress(context.Background(), func(goruntime.Progress) {})} {
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		err := run.wait(cctx)
@@ -61,22 +60,5 @@ func TestSeedWaitCallerTimeout(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("wait = %v, want DeadlineExceeded", err)
 		}
-	}
-}
-
-func TestPackageCounter(t *testing.T) {
-	n := 0
-	c := &packageCounter{want: map[string]bool{"fmt": true, "os": true}, onPackage: func() { n++ }}
-	// Lines split across writes, a package named twice, one not wanted.
-	for _, w := range []string{"internal/abi\nf", "mt\nos\nfm", "t\nnet/http\n"} {
-		if _, err := c.Write([]byte(w)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n != 2 {
-		t.Errorf("counted %d packages, want 2 (fmt and os once each)", n)
-	}
-	if !strings.Contains(string(c.tail()), "net/http") {
-		t.Errorf("tail lost the output: %q", c.tail())
 	}
 }

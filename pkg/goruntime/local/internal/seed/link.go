@@ -1,4 +1,4 @@
-package local
+package seed
 
 import (
 	"errors"
@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// How a sandbox's build cache is made from the seed (seed.go).
+// How a sandbox's build cache is made from the seed when it has no disk
+// of its own (a disk shows the seed through an overlay instead).
 
-// populateCache fills dst (a sandbox's empty GOCACHE) from the seed:
-// hard links when running as root, copies otherwise (see the package
-// comment on the seed).
-func populateCache(seed, dst string) error {
-	seed = withExtra(seed)
+// Populate fills dst (a sandbox's empty GOCACHE) from the seed, or from
+// its extra seed when that is complete (WithExtra): hard links when
+// running as root, copies otherwise (see the package comment).
+func Populate(seed, dst string) error {
+	seed = WithExtra(seed)
 	link := os.Geteuid() == 0
 	err := filepath.WalkDir(seed, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -1,0 +1,202 @@
+package seed
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procgroup"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
+)
+
+// buildSeed builds the seed dir (extra: the extra seed, starting from the
+// base) in a work directory under root, then seals it (read-only,
+// seedOwner's when we run as root) and renames it into place.
+func buildSeed(ctx context.Context, root, dir, goroot string, env []string, report func(goruntime.Progress), extra bool) error {
+	work, err := os.MkdirTemp(root, buildDirPrefix(filepath.Base(dir)))
+	if err != nil {
+		return err
+	}
+	defer tree.Remove(work)
+	cache := filepath.Join(work, "gocache")
+	src := filepath.Join(work, "src")
+	tmp := filepath.Join(work, "tmp")
+	for _, d := range []string{cache, src, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{"go.mod": seedMod, "main.go": seedMain, "main_test.go": seedTest}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	hello := filepath.Join(work, "hello")
+	if err := os.MkdirAll(hello, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(hello, "main.go"), []byte(helloMain), 0o644); err != nil {
+		return err
+	}
+	race := filepath.Join(work, "race")
+	if err := os.MkdirAll(race, 0o755); err != nil {
+		return err
+	}
+	for name, body := range map[string]string{"go.mod": "module race\n\ngo 1.24\n", "race_test.go": raceTest} {
+		if err := os.WriteFile(filepath.Join(race, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	// The same environment the sandbox's go command sees, except for
+	// where the caches and temporary files live (which are not part of
+	// any action ID).
+	resume := resumeDir(root, filepath.Base(dir))
+	resumed := false
+	if _, err := os.Stat(resume); err == nil {
+		// What an unfinished build of this seed compiled (for the extra
+		// seed: the base seed's entries too).
+		if err := os.Remove(cache); err != nil {
+			return err
+		}
+		if err := os.Rename(resume, cache); err != nil {
+			return fmt.Errorf("resume the seed build: %w", err)
+		}
+		resumed = true
+	}
+	defer func() {
+		if ctx.Err() != nil {
+			keepForResume(cache, resume)
+		}
+	}()
+	if extra && !resumed {
+		// The extra seed starts as the base seed and adds to it.
+		if err := os.Remove(cache); err != nil {
+			return err
+		}
+		if err := Populate(strings.TrimSuffix(dir, extraSuffix()), cache); err != nil {
+			return err
+		}
+	}
+	runEnv := append(append([]string{}, env...),
+		"GOCACHE="+cache, "TMPDIR="+tmp, "HOME="+work, "GOPATH="+filepath.Join(work, "gopath"))
+	goCmd := filepath.Join(goroot, "bin", "go")
+	// What the build compiles, to say how far it is: go build -v names
+	// each package as it compiles it.
+	want := map[string]bool{}
+	list := exec.CommandContext(ctx, goCmd, "list", "-deps", "-test", "-f", "{{.ImportPath}}", ".")
+	list.Dir, list.Env = src, runEnv
+	procgroup.Bind(list)
+	if out, err := list.Output(); err == nil {
+		for _, p := range strings.Fields(string(out)) {
+			want[p] = true
+		}
+	}
+	steps := []struct {
+		dir  string
+		args []string
+		what string
+		env  []string
+	}{
+		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run", nil},
+		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
+		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
+		{src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
+	}
+	if extra {
+		// What the extra seed adds; the base packages it needs are
+		// compiled again here (their cache entries are the base seed's
+		// and are skipped when linking).
+		steps = steps[:0]
+		steps = append(steps, []struct {
+			dir  string
+			args []string
+			what string
+			env  []string
+		}{
+			{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
+			// go tool test2json is built on first use since Go 1.24;
+			// the session runs it over go test's text for per-test
+			// results.
+			{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
+		}...)
+	}
+	if extra && raceCapable() {
+		steps = append(steps, struct {
+			dir  string
+			args []string
+			what string
+			env  []string
+		}{race, []string{"test", "-count=1", "-race", "."}, "compiling the race-instrumented runtime for go test -race", []string{"CGO_ENABLED=1"}})
+	}
+	compiled := 0
+	for i, st := range steps {
+		p := goruntime.Progress{Stage: Stage, Message: st.what, Step: i + 1, Steps: len(steps), Done: compiled, Total: len(want)}
+		report(p)
+		cmd := exec.CommandContext(ctx, goCmd, st.args...)
+		cmd.Dir = st.dir
+		cmd.Env = slices.Concat(runEnv, st.env)
+		out := &packageCounter{want: want, onPackage: func() {
+			compiled++
+			p.Done = min(compiled, len(want))
+			report(p)
+		}}
+		cmd.Stdout, cmd.Stderr = out, out
+		// The whole group: a go command killed by ctx leaves its
+		// compile, cgo and gcc children writing into the cache.
+		if err := procgroup.Run(cmd); err != nil {
+			return fmt.Errorf("go %s: %w: %s", strings.Join(st.args, " "), err, bytes.TrimSpace(out.tail()))
+		}
+	}
+	// Drop what must stay per sandbox: trim bookkeeping is written fresh.
+	_ = os.Remove(filepath.Join(cache, "trim.txt"))
+	root0 := os.Geteuid() == 0
+	err = filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == cache {
+			return nil // sealed after the rename
+		}
+		mode := os.FileMode(0o444)
+		if d.IsDir() {
+			mode = 0o555
+		} else if info, err := d.Info(); err == nil && info.Mode()&0o111 != 0 {
+			// Executables the go command caches (go tool test2json since
+			// Go 1.24) are run from the cache: keep them runnable.
+			mode = 0o555
+		}
+		if root0 {
+			if err := os.Lchown(p, seedOwner, seedOwner); err != nil {
+				return err
+			}
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		return fmt.Errorf("seal seed: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Rename(cache, dir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o444); err != nil {
+		return err
+	}
+	if root0 {
+		if err := os.Chown(dir, seedOwner, seedOwner); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dir, 0o555)
+}
