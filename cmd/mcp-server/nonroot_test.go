@@ -10,9 +10,9 @@ import (
 )
 
 // TestNonRootNamesEveryMissingProtection: as an ordinary user (no cgroup
-// delegation, no mount rights, no netfilter in a sandbox's namespace) the
-// local backend lacks three required protections, and the refusal names
-// each with its fix, not only the first one found.
+// delegation, no mount rights) the local backend lacks two required
+// protections, and the refusal names both with their fixes, not only the
+// first one found.
 func TestNonRootNamesEveryMissingProtection(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the server as another user")
@@ -33,7 +33,7 @@ func TestNonRootNamesEveryMissingProtection(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("mcp-server as uid 65534: %v, want exit 1\n%s", err, out)
 	}
-	for _, want := range []string{"3 required protections are unavailable", "disk quota unavailable", "--relax=disk", "cgroups unavailable", "Delegate=yes", "TCP connection cap unavailable", "--relax=connections"} {
+	for _, want := range []string{"2 required protections are unavailable", "disk quota unavailable", "--relax=disk", "cgroups unavailable", "Delegate=yes", "--setup-user"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("refusal does not say %q:\n%s", want, out)
 		}

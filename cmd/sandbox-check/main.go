@@ -44,6 +44,9 @@ refuse (a required protection is unavailable: the fix is printed), 2 for
 bad flags. --relax names protections to do without, as the backend's
 Options.Relax (and the --relax flag of mcp-server and demo) would.
 
+A user other than root gets the cgroup limits on a cgroup v1 host after
+root runs, once per boot:  sudo sandbox-check --setup-user=NAME
+
 Flags:
 `
 
@@ -59,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.BwrapPath, "bwrap", "", "bubblewrap binary (default bwrap on $PATH)")
 	diskMB := fs.Int64("disk-mb", local.DefaultDiskBytes>>20, "disk quota per sandbox, MiB")
 	fs.Int64Var(&opts.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "inode quota per sandbox")
+	setup := fs.String("setup-user", "", "as root, on a cgroup v1 host: give the user `NAME` (or uid) a cgroup group of its own, so that its sandboxes get memory, task and CPU limits without root (once per boot), then exit")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -68,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sandbox-check: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *setup != "" {
+		return setupUser(*setup, stdout, stderr)
 	}
 	opts.DiskBytes = *diskMB << 20
 	r, err := local.ParseRelax(*relax)

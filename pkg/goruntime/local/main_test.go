@@ -124,14 +124,19 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //
 //	open-exit:  open a sandbox, print its ID, exit without closing it.
 //	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
+//	rootless:   run as a user other than root, report its sandbox's limits
+//	            (rootless_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
 	if v := os.Getenv("LOCAL_TEST_ALLOW_MODULES"); v != "" {
 		opts.AllowModules, opts.ModCache = strings.Split(v, ","), os.Getenv("LOCAL_TEST_MODCACHE")
 	}
-	if mode == "pool-wait" {
+	switch mode {
+	case "pool-wait":
 		return poolHelper(ctx, opts)
+	case "rootless":
+		return rootlessHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

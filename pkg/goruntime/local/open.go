@@ -152,20 +152,19 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		s.meta.ServerAt = st.StartTime
 	}
 	// No command has run yet: only Open's caller can start one.
-	if os.Geteuid() == 0 {
-		if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
+	// As root or as the user who made the sandbox's namespaces.
+	if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
+		s.cl.close()
+		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+	}
+	if !b.opts.Network {
+		conns := b.opts.Connections
+		if b.opts.Relax.Connections {
+			conns = 0
+		}
+		if err := nslimits.CapNetwork(ctx, s.meta.Server, conns); err != nil {
 			s.cl.close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
-		}
-		if !b.opts.Network {
-			conns := b.opts.Connections
-			if b.opts.Relax.Connections {
-				conns = 0
-			}
-			if err := nslimits.CapNetwork(ctx, s.meta.Server, conns); err != nil {
-				s.cl.close()
-				return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
-			}
 		}
 	}
 	protectFromOOM(s.meta.Keep)

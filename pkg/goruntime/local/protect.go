@@ -250,9 +250,6 @@ func connectionsProblem(ctx context.Context, o Options) *Protection {
 	switch {
 	case o.Network:
 		return nil
-	case os.Geteuid() != 0:
-		p.Detail = "setting netfilter rules in a sandbox's network namespace needs root"
-		p.Fix = "run as root, or relax it (Options.Relax.Connections, --relax=connections): a sandbox can then queue connections the host pays for"
 	default:
 		detail, fix := nslimits.NetworkProblem(ctx, o.Connections)
 		if detail == "" {

@@ -118,7 +118,7 @@ func checkCgroups(o Options) []Protection {
 			if i > 0 {
 				p.Detail = fmt.Sprintf("no cgroup could be made (see %s)", mem.Name)
 			}
-			p.Fix = "run as root, or in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>)"
+			p.Fix = "run as root; or on cgroup v2 in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>); or on cgroup v1 have root delegate a group to you once per boot (sudo sandbox-check --setup-user=$USER)"
 		}
 		return []Protection{mem, pids, cpu}
 	}

@@ -90,7 +90,8 @@ type layout struct {
 }
 
 // findLayout finds the layout of this process: v1 when the
-// memory and pids hierarchies are mounted, else v2.
+// memory and pids hierarchies are mounted (for a user other than root,
+// the groups root delegated to it, when there are: delegate.go), else v2.
 func findLayout() (layout, error) {
 	mounts, unified, err := mountedControllers()
 	if err != nil {
@@ -101,6 +102,11 @@ func findLayout() (layout, error) {
 		return layout{}, fmt.Errorf("read own cgroups: %w", err)
 	}
 	if mounts["memory"] != "" && mounts["pids"] != "" {
+		if os.Geteuid() != 0 {
+			if groups := delegatedV1(mounts); groups != nil {
+				return layout{v1: groups}, nil
+			}
+		}
 		v1 := map[string]string{}
 		for _, c := range []string{"memory", "pids", "cpu"} {
 			if mounts[c] != "" {

@@ -24,7 +24,7 @@ import (
 const maxPtys = 32
 
 // CapPtys remounts the devpts instance of the sandbox whose process pid
-// is inside it with max=maxPtys. It needs root.
+// is inside it with max=maxPtys.
 //
 // It runs mount(8) under nsenter(1), in the sandbox's mount namespace
 // only (not its pid namespace, so no host process ever shows inside).
@@ -38,12 +38,9 @@ func CapPtys(ctx context.Context, pid int) error {
 	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--",
-		"mount", "-n", "-t", "devpts", "-o", opts, "devpts", "/dev/pts")
-	cmd.Env = []string{"PATH=" + toolPath}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s",
-			maxPtys, opts, err, strings.TrimSpace(string(out)))
+	out, err := run(ctx, pid, "mnt", nil, "mount", "-n", "-t", "devpts", "-o", opts, "devpts", "/dev/pts")
+	if err != nil {
+		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s", maxPtys, opts, err, out)
 	}
 	return nil
 }
@@ -101,25 +98,42 @@ printf '%s\n' "$rules" | ip6tables-restore
 
 // CapNetwork sets the listen queue to ListenQueue and caps the TCP
 // connections at conns per address family (0: no cap) in the network
-// namespace of the sandbox whose process pid is inside it. It needs root,
-// and iptables for the cap (NetworkProblem).
+// namespace of the sandbox whose process pid is inside it. The cap needs
+// iptables (NetworkProblem).
 func CapNetwork(ctx context.Context, pid, conns int) error {
-	return runNetScript(ctx, conns, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := run(ctx, pid, "net", strings.NewReader(netRules(conns)), netArgs(conns)...)
+	if err != nil {
+		return netError(conns, "nsenter", err, out)
+	}
+	return nil
 }
 
 // NetworkProblem says why this host cannot cap conns connections (detail)
 // and what would let it (fix), or returns two empty strings. It tries: the
 // same limits in a network namespace made for the purpose and dropped
-// after (whether the kernel has conntrack and connlimit at all). It needs
-// root.
+// after (whether the kernel has conntrack and connlimit at all).
 func NetworkProblem(ctx context.Context, conns int) (detail, fix string) {
 	for _, tool := range []struct{ name, pkg string }{{"nsenter", "util-linux"}, {"unshare", "util-linux"}, {"iptables-restore", "iptables"}, {"ip6tables-restore", "iptables"}} {
 		if _, err := exec.LookPath(tool.name); err != nil && !inToolPath(tool.name) {
 			return tool.name + " not found", "apt-get install " + tool.pkg + " (scripts/install-deps.sh)"
 		}
 	}
-	if err := runNetScript(ctx, conns, "unshare", "--net", "--"); err != nil {
-		return err.Error(), "a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit)"
+	// A user other than root makes the namespace in a user namespace of
+	// its own, as bubblewrap makes a sandbox's.
+	unshare := []string{"unshare", "--net", "--"}
+	if os.Geteuid() != 0 {
+		unshare = []string{"unshare", "--user", "--map-root-user", "--net", "--"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, unshare[0], append(unshare[1:], netArgs(conns)...)...)
+	cmd.Env = []string{"PATH=" + toolPath}
+	cmd.Stdin = strings.NewReader(netRules(conns))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return netError(conns, "unshare", err, strings.TrimSpace(string(out))).Error(),
+			"a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit)"
 	}
 	return "", ""
 }
@@ -136,18 +150,12 @@ func inToolPath(name string) bool {
 	return false
 }
 
-// runNetScript runs netScript under enter (a command that runs the rest
-// of its arguments in the network namespace to limit).
-func runNetScript(ctx context.Context, conns int, enter ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	args := append(enter[1:len(enter):len(enter)], "sh", "-c", netScript, "sh", strconv.Itoa(ListenQueue), strconv.Itoa(conns))
-	cmd := exec.CommandContext(ctx, enter[0], args...)
-	cmd.Env = []string{"PATH=" + toolPath}
-	cmd.Stdin = strings.NewReader(netRules(conns))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("cap the sandbox's TCP connections at %d and its listen queue at %d (%s, iptables-restore): %w: %s",
-			conns, ListenQueue, enter[0], err, strings.TrimSpace(string(out)))
-	}
-	return nil
+// netArgs runs netScript, with the rules on stdin.
+func netArgs(conns int) []string {
+	return []string{"sh", "-c", netScript, "sh", strconv.Itoa(ListenQueue), strconv.Itoa(conns)}
+}
+
+func netError(conns int, via string, err error, out string) error {
+	return fmt.Errorf("cap the sandbox's TCP connections at %d and its listen queue at %d (%s, iptables-restore): %w: %s",
+		conns, ListenQueue, via, err, out)
 }
