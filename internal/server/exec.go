@@ -20,9 +20,6 @@ import (
 // server stops reading and answers.
 const pipeGrace = 250 * time.Millisecond
 
-// Exit codes the server reports for commands it ended.
-const ()
-
 var (
 	errDeadline = errors.New("command deadline passed")
 	errShutdown = errors.New("server shutting down")

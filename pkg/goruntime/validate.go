@@ -12,8 +12,13 @@ import (
 
 // CheckPath checks a path naming something inside the work directory
 // (/app) before it is sent: relative, with no ".." element and no NUL
-// byte; "." names /app itself. Every path a caller hands the library or a
-// backend passes this one check. Errors wrap ErrPathEscape and quote p.
+// byte; "." names /app itself. It is the host's early refusal, with an
+// error that says why, not the boundary: ValidateFiles,
+// Session.ReadFileRange, the agent-sandbox backend's ReadFile and List and
+// the MCP tools call it, while the local backend sends read and list paths
+// as they are, and the runtime server confines every name it is sent to
+// its base directory itself (internal/server/pathsafe). Errors wrap
+// ErrPathEscape and quote p.
 func CheckPath(p string) error {
 	switch {
 	case strings.ContainsRune(p, 0):
