@@ -126,8 +126,11 @@ type ExecRequest struct {
 }
 
 // NeedsProcessAPI reports whether r uses a field only the sandboxd process
-// API can carry (Stdin, Signals), so backends without it can refuse it.
-func (r ExecRequest) NeedsProcessAPI() bool { return r.Stdin != nil || r.Signals != nil }
+// API can carry (Stdin, Signals, a Dir other than /app), so a backend's
+// path without it (the runtime contract's /execute) can refuse it.
+func (r ExecRequest) NeedsProcessAPI() bool {
+	return r.Stdin != nil || r.Signals != nil || (r.Dir != "" && r.Dir != ".")
+}
 
 // ExecResult is what the runtime server reported for one command.
 type ExecResult struct {

@@ -2,12 +2,10 @@ package processclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,19 +36,14 @@ const (
 	cmdVarPrefix = "GORUNTIME_CMD_PART_"
 )
 
-// processConfig turns req into a ProcessConfig: the command for /bin/sh -c
-// (split into environment pieces when long), env and working directory as
-// data. Errors name the bad field.
+// processConfig turns req, which has passed ExecRequest.Validate where it
+// entered the backend, into a ProcessConfig: the command for /bin/sh -c
+// (split into environment pieces when long), env and working directory
+// as data. Errors name the bad field.
 func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) {
-	if strings.ContainsRune(req.Command, 0) {
-		return nil, errors.New("command contains a NUL byte")
-	}
 	if len(req.Command) > MaxCommandBytes {
 		return nil, fmt.Errorf("command is %d bytes, over the process API's limit of %d (Linux caps a command's arguments and environment at 2 MiB together); write a long script to a file and run that file: %w",
 			len(req.Command), MaxCommandBytes, goruntime.ErrTooLarge)
-	}
-	if err := goruntime.ValidateEnv(req.Env); err != nil {
-		return nil, err
 	}
 	env := make(map[string]string, len(req.Env))
 	for k, v := range req.Env {
@@ -76,9 +69,6 @@ func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) 
 		cfg.Command = []string{"/bin/sh", "-c", script}
 	}
 	if req.Dir != "" && req.Dir != "." {
-		if path.IsAbs(req.Dir) || slices.Contains(strings.Split(path.Clean(req.Dir), "/"), "..") {
-			return nil, fmt.Errorf("working directory %q: must be relative to /app and stay inside it: %w", req.Dir, goruntime.ErrPathEscape)
-		}
 		dir := path.Clean(req.Dir)
 		cfg.Cwd = &dir
 	}

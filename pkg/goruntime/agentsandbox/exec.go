@@ -39,6 +39,9 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
+	}
 	if limit := s.b.opts.MaxExecTimeout; req.Timeout > limit {
 		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout, --max-exec-timeout)", req.Timeout, limit)
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -25,52 +23,54 @@ func (s *Sandbox) execLimit(req goruntime.ExecRequest) time.Duration {
 // limit counters around the call to fill ExecResult.Limit, and after a
 // command that ran into the memory or process limit it kills whatever the
 // command left behind in the sandbox, so the next command starts clean.
+//
+// Bad input (goruntime.ExecRequest.Validate) is refused before anything
+// is sent, and so is a request that needs the process API (ExecStream).
 func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if req.NeedsProcessAPI() || (req.Dir != "" && req.Dir != ".") {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
+	}
+	return s.execContract(ctx, req)
+}
+
+// execContract runs a validated req with the runtime contract's /execute.
+func (s *Sandbox) execContract(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if req.NeedsProcessAPI() {
 		return nil, fmt.Errorf("execute in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", s.meta.ID)
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
 	lw := s.watchLimits()
 	defer lw.end()
-	var resp *wire.ExecuteResponse
+	var res *goruntime.ExecResult
 	err := s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
-		resp, err = s.cl.exec(ctx, req)
+		res, err = s.cl.Exec(ctx, req)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	res := &goruntime.ExecResult{
-		Stdout:          resp.Stdout,
-		Stderr:          resp.Stderr,
-		ExitCode:        resp.ExitCode,
-		StdoutTruncated: resp.StdoutTruncated,
-		StderrTruncated: resp.StderrTruncated,
-		TimedOut:        resp.TimedOut,
-		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
-	}
-	s.finishExec(ctx, lw, res, resp.Signal)
+	s.finishExec(ctx, lw, res)
 	return res, nil
 }
 
-// WriteFile uploads r to /app/name; name must not contain "/". Errors
-// wrap ErrPathEscape for a bad name, fs.ErrPermission when the sandbox's
+// WriteFile uploads r to /app/name, a plain name (goruntime.CheckName).
+// Errors wrap ErrPathEscape for a bad name, fs.ErrPermission when the sandbox's
 // user may not write there, ErrTooLarge over the upload limit.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return fmt.Errorf("write %q: want a plain file name: %w", name, goruntime.ErrPathEscape)
+	if err := goruntime.CheckName(name); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	file := s.b.fileCallLimit()
 	return s.do(ctx, "upload "+name, 0, file, func(ctx context.Context) error {
-		return s.cl.upload(ctx, name, file.count(r))
+		return s.cl.Upload(ctx, name, r, file.count)
 	})
 }
 
@@ -85,7 +85,7 @@ func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
 	}
 	file := s.b.fileCallLimit()
 	return s.do(ctx, "unpack", 0, file, func(ctx context.Context) error {
-		return s.cl.unpack(ctx, file.count(r))
+		return s.cl.Unpack(ctx, r, file.count)
 	})
 }
 
@@ -101,7 +101,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	file := s.b.fileCallLimit()
 	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		data, err = s.cl.download(ctx, path, file)
+		data, err = s.cl.Download(ctx, path, file.count)
 		return err
 	})
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n i
 	file := s.b.fileCallLimit()
 	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		data, err = s.cl.downloadRange(ctx, path, off, n, file)
+		data, err = s.cl.DownloadRange(ctx, path, off, n, file.count)
 		return err
 	})
 	if err != nil {
@@ -143,7 +143,7 @@ func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, 
 	file := s.b.fileCallLimit()
 	err := s.do(ctx, "list "+path, 0, file, func(ctx context.Context) error {
 		var err error
-		out, err = s.cl.list(ctx, path, file)
+		out, err = s.cl.List(ctx, path, file.count)
 		return err
 	})
 	if err != nil {

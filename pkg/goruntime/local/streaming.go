@@ -65,10 +65,13 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
+	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
 	if _, err := os.Lstat(s.l.grpcSocket()); err != nil || len(req.Command) > processclient.MaxCommandBytes {
-		return goruntime.ExecWhole(ctx, s, req, onChunk)
+		return goruntime.ExecWhole(ctx, contractSandbox{s}, req, onChunk)
 	}
 	conn, err := s.proc.get(func(ctx context.Context) (net.Conn, error) {
 		return dialSandboxSocket(ctx, s.l.grpcSocket(), serverUID(s.meta.HostUID))
@@ -91,8 +94,16 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err != nil {
 		return nil, err
 	}
-	s.finishExec(ctx, lw, res, 0)
+	s.finishExec(ctx, lw, res)
 	return res, nil
+}
+
+// contractSandbox is the sandbox with Exec going straight to /execute
+// (the request validated already), for goruntime.ExecWhole.
+type contractSandbox struct{ *Sandbox }
+
+func (c contractSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	return c.execContract(ctx, req)
 }
 
 func maxInt() int { return int(^uint(0) >> 1) }
