@@ -15,16 +15,17 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // Linux refuses any single argv or environment string over 128 KiB
 // (MAX_ARG_STRLEN) and all of them together over a quarter of the stack
-// limit (2 MiB with the usual 8 MiB). A command longer than argChunk is
-// therefore passed in pieces, each in its own environment variable, and
-// joined again by the shell: /bin/sh -c 'eval "unset ...; $P0$P1..."'.
+// limit (2 MiB with the usual 8 MiB). A command longer than
+// shell.MaxArgBytes is therefore passed in pieces of that size, each in
+// its own environment variable, and joined again by the shell:
+// /bin/sh -c 'eval "unset ...; $P0$P1..."'.
 const (
-	argChunk = 96 << 10
 	// MaxCommandBytes is the longest command Exec runs; longer ones are
 	// refused with an error wrapping goruntime.ErrTooLarge (write a long
 	// script to a file and run that instead).
@@ -53,10 +54,10 @@ func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) 
 		env[k] = v
 	}
 	cfg := &processv1.ProcessConfig{Command: []string{"/bin/sh", "-c", req.Command}, EnvVars: env}
-	if len(req.Command) > argChunk {
+	if len(req.Command) > shell.MaxArgBytes {
 		var names, refs []string
 		for i := 0; len(req.Command) > 0; i++ {
-			n := min(argChunk, len(req.Command))
+			n := min(shell.MaxArgBytes, len(req.Command))
 			name := cmdVarPrefix + strconv.Itoa(i)
 			env[name] = req.Command[:n]
 			req.Command = req.Command[n:]

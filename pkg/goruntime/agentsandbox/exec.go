@@ -30,8 +30,9 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 // ExecStream is Exec, calling onChunk (from one goroutine, in order) with
 // output as the command produces it. Over the process API, env, working
 // directory and timeout travel as data, req.Stdin feeds the command and
-// req.Signals reach it; a command longer than 96 KiB is passed in
-// environment pieces (limit sandboxd.MaxCommandBytes, 1.5 MiB). The
+// req.Signals reach it; a command longer than shell.MaxArgBytes (96 KiB)
+// is passed in environment pieces, up to processclient.MaxCommandBytes
+// (1.5 MiB; a longer one is refused with ErrTooLarge). The
 // timeout is enforced by SIGKILL to the command's process group. Through
 // the router (ConnectivityRouter, Gateway mode) output arrives whole at
 // the end and Stdin, Signals and Dir are refused.
