@@ -58,20 +58,37 @@ func (s *Sandbox) execContract(ctx context.Context, req goruntime.ExecRequest) (
 	return res, nil
 }
 
-// WriteFile uploads r to /app/name, a plain name (goruntime.CheckName).
-// Errors wrap ErrPathEscape for a bad name, fs.ErrPermission when the sandbox's
-// user may not write there, ErrTooLarge over the upload limit.
-func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+// fileCall runs call, one file call (upload, unpack, read, list), under
+// the call's deadline, which grows with the bytes count sees move
+// (fileCallLimit), and Sandbox.do's diagnosis of a failure.
+func fileCall[T any](ctx context.Context, s *Sandbox, what string, call func(ctx context.Context, count func(io.Reader) io.Reader) (T, error)) (T, error) {
+	var out, zero T
 	if err := s.check(); err != nil {
-		return err
+		return zero, err
 	}
+	file := s.b.fileCallLimit()
+	err := s.do(ctx, what, 0, file, func(ctx context.Context) error {
+		var err error
+		out, err = call(ctx, file.count)
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// WriteFile uploads r to /app/name, a plain name (goruntime.CheckName).
+// Errors wrap ErrPathEscape for a bad name, fs.ErrPermission when the
+// sandbox's user may not write there, ErrTooLarge over the upload limit.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
 	if err := goruntime.CheckName(name); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	file := s.b.fileCallLimit()
-	return s.do(ctx, "upload "+name, 0, file, func(ctx context.Context) error {
-		return s.cl.Upload(ctx, name, r, file.count)
+	_, err := fileCall(ctx, s, "upload "+name, func(ctx context.Context, count func(io.Reader) io.Reader) (struct{}, error) {
+		return struct{}{}, s.cl.Upload(ctx, name, r, count)
 	})
+	return err
 }
 
 // Unpack writes the files of a tar archive under /app through the
@@ -80,13 +97,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 // when the server predates /unpack (a sandbox reattached from an older
 // version).
 func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	file := s.b.fileCallLimit()
-	return s.do(ctx, "unpack", 0, file, func(ctx context.Context) error {
-		return s.cl.Unpack(ctx, r, file.count)
+	_, err := fileCall(ctx, s, "unpack", func(ctx context.Context, count func(io.Reader) io.Reader) (struct{}, error) {
+		return struct{}{}, s.cl.Unpack(ctx, r, count)
 	})
+	return err
 }
 
 // ReadFile returns the content of a file under /app. Errors wrap
@@ -94,20 +108,9 @@ func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
 // fs.ErrPermission (the file is inside /app but the sandbox's user may not
 // read it, e.g. a command made it mode 000).
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var data []byte
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		data, err = s.cl.Download(ctx, path, file.count)
-		return err
+	return fileCall(ctx, s, "read "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]byte, error) {
+		return s.cl.Download(ctx, path, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // ReadFileRange returns at most n bytes of a file under /app from byte
@@ -115,20 +118,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // those bytes cross the socket; none at or past the end. Errors wrap
 // ErrNotExist, ErrPathEscape or fs.ErrPermission as ReadFile's do.
 func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n int) ([]byte, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var data []byte
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		data, err = s.cl.DownloadRange(ctx, path, off, n, file.count)
-		return err
+	return fileCall(ctx, s, "read "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]byte, error) {
+		return s.cl.DownloadRange(ctx, path, off, n, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // List returns the entries of a directory under /app. Errors wrap
@@ -136,18 +128,7 @@ func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n i
 // fs.ErrPermission (the directory is inside /app but the sandbox's user
 // may not read it).
 func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var out []goruntime.FileInfo
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "list "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		out, err = s.cl.List(ctx, path, file.count)
-		return err
+	return fileCall(ctx, s, "list "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]goruntime.FileInfo, error) {
+		return s.cl.List(ctx, path, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
