@@ -122,7 +122,9 @@ func Classify(command string, r *ExecResult) Outcome {
 // does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
 //
 // Text and exit status are the only signs: the kernel counts no
-// RLIMIT_FSIZE hit anywhere. A command can print the text or exit 153
+// RLIMIT_FSIZE hit anywhere (unlike the cgroup's OOM and pids events),
+// and a file at the limit's size proves nothing (truncate makes one). A
+// command can print the text or exit 153
 // to forge the label; all it gains is a wrong label on its own result.
 // Classify takes it for a command that failed; a backend may label any
 // command with it (the local backend does).
