@@ -50,13 +50,6 @@ func parseStat(pid int, s string) (Stat, error) {
 	return Stat{State: fields[0][0], Pgrp: pgrp, StartTime: start}, nil
 }
 
-// Gone reports whether pid has exited: it is absent, unreadable or a
-// zombie waiting for its parent.
-func Gone(pid int) bool {
-	st, err := ReadStat(pid)
-	return err != nil || st.State == 'Z'
-}
-
 // GroupRunning reports whether any process of process group pgid runs
 // (is not a zombie).
 func GroupRunning(pgid int) (bool, error) {

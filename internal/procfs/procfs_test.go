@@ -40,14 +40,14 @@ func TestSelfAliveAndExitedChildGone(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	// Not yet waited for: a zombie once it exits, which counts as gone.
-	for !Gone(pid) {
+	for Alive(pid, 0) {
 		time.Sleep(time.Millisecond)
 	}
 	if Alive(pid, 0) {
 		t.Fatal("a zombie counts as alive")
 	}
 	_ = cmd.Wait()
-	if !Gone(pid) || Alive(pid, 0) || Alive(0, 0) {
+	if Alive(pid, 0) || Alive(0, 0) {
 		t.Fatal("a reaped pid is not gone")
 	}
 }

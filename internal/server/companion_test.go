@@ -37,10 +37,7 @@ func waitGoneAll(t *testing.T, pids []int, p *proc) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for !procfs.Gone(pid) {
-			if st, err := procfs.ReadStat(pid); err == nil && st.State == 'Z' {
-				break // exited; its parent has not waited yet
-			}
+		for procfs.Alive(pid, 0) { // a zombie (exited, not yet waited for) is not alive
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				t.Fatalf("companion %d still running\n%s", pid, p.logs())

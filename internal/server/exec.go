@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
@@ -19,9 +20,6 @@ import (
 // main process exited (a backgrounded child still holding them) before the
 // server stops reading and answers.
 const pipeGrace = 250 * time.Millisecond
-
-// Exit codes the server reports for commands it ended.
-const ()
 
 var (
 	errDeadline = errors.New("command deadline passed")
@@ -42,12 +40,6 @@ type procStarter interface {
 	Done(pid int)
 }
 
-// maxArgCommandBytes is the longest command passed to the shell as an
-// argument (/bin/sh -c <command>). Linux refuses any single argv string
-// over 128 KiB (MAX_ARG_STRLEN) with E2BIG; a longer command is written to
-// a script file that the shell reads instead (scriptFile).
-const maxArgCommandBytes = 64 << 10
-
 // scriptFile writes command to a new private file (mode 0600) in the
 // server's temporary directory ($TMPDIR, else /tmp), outside the base
 // directory so that file listings never show it, and returns its name.
@@ -67,8 +59,8 @@ func scriptFile(command string) (string, error) {
 }
 
 // run runs spec with /bin/sh -c in the base directory (a command over
-// maxArgCommandBytes: /bin/sh <script file>, the file removed after the
-// run), as the leader of a new process group. When ctx ends (client gone, server shutting down) or
+// shell.MaxArgBytes, the longest one argument may be: /bin/sh <script
+// file>, the file removed after the run), as the leader of a new process group. When ctx ends (client gone, server shutting down) or
 // the deadline passes, the whole group is killed with SIGKILL; output
 // written before that is kept. The error is non-nil only when the command
 // could not be started.
@@ -79,7 +71,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 	stdout := &capture{limit: s.cfg.MaxOutputBytes}
 	stderr := &capture{limit: s.cfg.MaxOutputBytes}
 	args := []string{"-c", spec.command}
-	if len(spec.command) > maxArgCommandBytes {
+	if len(spec.command) > shell.MaxArgBytes {
 		script, err := scriptFile(spec.command)
 		if err != nil {
 			return nil, err

@@ -120,12 +120,13 @@ func (m *metrics) CommandStarted() func(exitCode int, exited bool, outputBytes i
 	end := m.started("process")
 	return func(exitCode int, exited bool, outputBytes int64) {
 		m.addBytes("process", "out", outputBytes)
+		_, signalled := wire.ExitSignal(exitCode)
 		switch {
 		case !exited:
 			end(outcomeError)
 		case exitCode == 0:
 			end(outcomeOK)
-		case exitCode > 128:
+		case signalled:
 			end(outcomeSignal)
 		default:
 			end(outcomeExitCode)

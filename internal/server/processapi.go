@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi/apiconfig"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
@@ -23,25 +24,11 @@ const ProcessAPIName = "sandbox-processapi"
 
 // ProcessAPIFunc serves the sandboxd process API inside this process (for
 // a program that links gRPC anyway, such as one re-executed by the local
-// backend as the server) on the addresses in c; the returned Closer shuts
-// it down. See Config.ProcessAPI.
-type ProcessAPIFunc func(ctx context.Context, c ProcessAPIConfig) (io.Closer, error)
-
-// ProcessAPIConfig is what a ProcessAPIFunc serves with.
-type ProcessAPIConfig struct {
-	GRPCAddr, RESTAddr string // either may be empty (off)
-	RootDir            string // Config.BaseDir
-	Env                []string
-	Log                *slog.Logger
-	// Children is the server's reaper, nil when it does not reap; the
-	// process API must report the commands it starts to it.
-	Children interface {
-		Starting() func(pid int)
-		Exited(pid int)
-	}
-	// Observer is the server's metrics.
-	Observer procevents.Observer
-}
+// backend as the server) as c says: processapi.Start. The server fills
+// c's addresses, RootDir (Config.BaseDir), Env, Logger, Observer (its
+// metrics) and Children (its reaper, when it reaps); the returned Closer
+// shuts the API down. See Config.ProcessAPI.
+type ProcessAPIFunc func(ctx context.Context, c apiconfig.Config) (io.Closer, error)
 
 // startSandboxd serves the sandboxd hybrid API (docs/sandboxd.md) next to
 // the legacy contract when grpcAddr or restAddr is set; it returns nil,
@@ -54,8 +41,8 @@ func (s *Server) startSandboxd(ctx context.Context, grpcAddr, restAddr string, l
 		return nil, nil
 	}
 	if s.cfg.ProcessAPI != nil {
-		c := ProcessAPIConfig{GRPCAddr: grpcAddr, RESTAddr: restAddr, RootDir: s.cfg.BaseDir, Env: s.env, Log: log, Observer: s.mets}
-		if s.reap != nil {
+		c := apiconfig.Config{GRPCAddr: grpcAddr, RESTAddr: restAddr, RootDir: s.cfg.BaseDir, Env: envMap(s.env), Logger: log, Observer: s.mets}
+		if s.reap != nil { // a nil *reaper in the interface would not be nil
 			c.Children = s.reap
 		}
 		return s.cfg.ProcessAPI(ctx, c)
@@ -93,6 +80,16 @@ func (s *Server) startSandboxd(ctx context.Context, grpcAddr, restAddr string, l
 	log.Info("sandboxd listening", "grpc", grpcAddr, "rest", restAddr, "companion", bin,
 		"note", "the companion starts on the first connection")
 	return h, nil
+}
+
+// envMap is environ ("k=v" entries) as a map; a later entry wins.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }
 
 // findProcessAPI returns the companion binary: bin when set, else

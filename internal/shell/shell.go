@@ -2,6 +2,14 @@ package shell
 
 import "strings"
 
+// MaxArgBytes is the longest string passed to a process as one argument
+// or environment value. Linux refuses any single one over 128 KiB
+// (MAX_ARG_STRLEN) with E2BIG; this leaves room. A longer command takes
+// another way in: the runtime server's /execute runs it from a script
+// file, the process API client passes it in environment pieces of this
+// size.
+const MaxArgBytes = 96 << 10
+
 // Quote returns s as one single-quoted sh word: sh reads it back as
 // exactly s, whatever s holds (NUL excepted, which no sh word can carry).
 func Quote(s string) string {

@@ -14,3 +14,17 @@ const (
 // SignalExitCode is the exit code of a command that signal sig ended:
 // 128+sig.
 func SignalExitCode(sig int) int { return ExitSignalBase + sig }
+
+// maxSignal is the highest signal number Linux has (SIGRTMAX).
+const maxSignal = 64
+
+// ExitSignal is the signal that, by this convention, ended a command
+// that reported exit code code (128+N for N in 1..64); ok is false for
+// any other code.
+func ExitSignal(code int) (sig int, ok bool) {
+	sig = code - ExitSignalBase
+	if sig < 1 || sig > maxSignal {
+		return 0, false
+	}
+	return sig, true
+}

@@ -27,6 +27,12 @@ func WriteArchive(w io.Writer, files []File) error {
 	if err := ValidateFiles(files); err != nil {
 		return err
 	}
+	return writeArchive(w, files)
+}
+
+// writeArchive is WriteArchive for files already checked with
+// ValidateFiles where they entered (Session.Execute).
+func writeArchive(w io.Writer, files []File) error {
 	tw := tar.NewWriter(w)
 	now := time.Now()
 	for _, f := range files {

@@ -33,13 +33,15 @@ type Sandbox interface {
 	// Exec runs req.Command with /bin/sh -c in the work directory. A
 	// command that runs and exits non-zero is not an error: the exit code
 	// is in the result. Errors mean the command could not be run or its
-	// result was lost (ErrSandboxGone, a transport failure, ctx done).
-	// The backend owns the client-side deadline: it waits req.Timeout
-	// (or its default) plus a grace it picks for its transport, so a
-	// command the server killed still returns its partial output.
+	// result was lost (ErrSandboxGone, a transport failure, ctx done), or
+	// req was refused before anything was sent (ExecRequest.Validate,
+	// which the backend calls on entry). The backend owns the client-side
+	// deadline: it waits req.Timeout (or its default) plus a grace it
+	// picks for its transport, so a command the server killed still
+	// returns its partial output.
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
 	// WriteFile streams r into the work directory under name, a plain file
-	// name with no "/" (the agent-sandbox SDK refuses sub-paths). Use
+	// name (CheckName: the agent-sandbox SDK refuses sub-paths). Use
 	// Session.Execute to place a tree of files.
 	WriteFile(ctx context.Context, name string, r io.Reader) error
 	// ReadFile returns the bytes of a file under the work directory. Errors
@@ -126,8 +128,11 @@ type ExecRequest struct {
 }
 
 // NeedsProcessAPI reports whether r uses a field only the sandboxd process
-// API can carry (Stdin, Signals), so backends without it can refuse it.
-func (r ExecRequest) NeedsProcessAPI() bool { return r.Stdin != nil || r.Signals != nil }
+// API can carry (Stdin, Signals, a Dir other than /app), so a backend's
+// path without it (the runtime contract's /execute) can refuse it.
+func (r ExecRequest) NeedsProcessAPI() bool {
+	return r.Stdin != nil || r.Signals != nil || (r.Dir != "" && r.Dir != ".")
+}
 
 // ExecResult is what the runtime server reported for one command.
 type ExecResult struct {

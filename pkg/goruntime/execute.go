@@ -147,13 +147,14 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 	return nil
 }
 
-// streamArchive passes send a reader of files' tar archive, written as
+// streamArchive passes send a reader of files' tar archive (files
+// checked by the caller with ValidateFiles), written as
 // send reads it: a large one is neither built in memory first nor copied
 // (fresh memory is slow to touch in a VM: 300 MiB took 4.6 s before a
 // sandbox refused it).
 func streamArchive(files []File, send func(io.Reader) error) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(WriteArchive(pw, files)) }()
+	go func() { pw.CloseWithError(writeArchive(pw, files)) }()
 	err := send(pr)
 	pr.CloseWithError(errUploadEnded) // stops the writer if send returned early
 	return err

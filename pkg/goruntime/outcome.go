@@ -3,6 +3,9 @@ package goruntime
 import (
 	"regexp"
 	"strings"
+	"syscall"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
 // Outcome classifies what a command's run came to.
@@ -82,7 +85,7 @@ func Classify(command string, r *ExecResult) Outcome {
 		strings.Contains(out, "failed to create new OS thread"),
 		strings.Contains(out, "pthread_create failed"):
 		return OutcomeProcessLimit
-	case r.ExitCode == 153 || strings.Contains(out, "file too large"):
+	case FileSizeLimitHit(r):
 		return OutcomeFileSizeLimit
 	case !r.DiskCounted && strings.Contains(strings.ToLower(out), "no space left on device"):
 		return OutcomeDiskLimit
@@ -107,6 +110,34 @@ func Classify(command string, r *ExecResult) Outcome {
 		return OutcomePanic
 	}
 	return OutcomeRuntimeError
+}
+
+// FileSizeLimitHit reports whether r says its command ran into the
+// sandbox's file size limit (RLIMIT_FSIZE): SIGXFSZ ended it (exit
+// status 128+SIGXFSZ, 153), or either stream holds what a command prints
+// when it ran into the limit without dying of SIGXFSZ itself: a shell's
+// report of a child the signal ended ("File size limit exceeded",
+// strsignal(SIGXFSZ)) or EFBIG's message ("file too large", e.g. a Go
+// program's "write big: file too large"). The command's own exit status
+// does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
+//
+// Text and exit status are the only signs: the kernel counts no
+// RLIMIT_FSIZE hit anywhere (unlike the cgroup's OOM and pids events),
+// and a file at the limit's size proves nothing (truncate makes one). A
+// command can print the text or exit 153
+// to forge the label; all it gains is a wrong label on its own result.
+// Classify takes it for a command that failed; a backend may label any
+// command with it (the local backend does).
+func FileSizeLimitHit(r *ExecResult) bool {
+	if r.ExitCode == wire.SignalExitCode(int(syscall.SIGXFSZ)) {
+		return true
+	}
+	for _, m := range []string{"File size limit exceeded", "file too large"} {
+		if strings.Contains(r.Stderr, m) || strings.Contains(r.Stdout, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // usesGoTool reports whether command invokes the go command.

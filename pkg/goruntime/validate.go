@@ -1,6 +1,7 @@
 package goruntime
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -12,8 +13,13 @@ import (
 
 // CheckPath checks a path naming something inside the work directory
 // (/app) before it is sent: relative, with no ".." element and no NUL
-// byte; "." names /app itself. Every path a caller hands the library or a
-// backend passes this one check. Errors wrap ErrPathEscape and quote p.
+// byte; "." names /app itself. It is the host's early refusal, with an
+// error that says why, not the boundary: ValidateFiles,
+// Session.ReadFileRange, the agent-sandbox backend's ReadFile and List and
+// the MCP tools call it, while the local backend sends read and list paths
+// as they are, and the runtime server confines every name it is sent to
+// its base directory itself (internal/server/pathsafe). Errors wrap
+// ErrPathEscape and quote p.
 func CheckPath(p string) error {
 	switch {
 	case strings.ContainsRune(p, 0):
@@ -22,6 +28,18 @@ func CheckPath(p string) error {
 		return fmt.Errorf("path %q is absolute: %w", p, ErrPathEscape)
 	case slices.Contains(strings.Split(p, "/"), ".."):
 		return fmt.Errorf("path %q contains \"..\": %w", p, ErrPathEscape)
+	}
+	return nil
+}
+
+// CheckName checks a plain file name, as Sandbox.WriteFile takes one: not
+// empty, not "." or "..", and without "/", "\" or a NUL byte (the
+// agent-sandbox SDK's Write takes no sub-path; "\" is refused as
+// CheckPath refuses a leading one, so every backend takes the same
+// names). Errors wrap ErrPathEscape and quote name.
+func CheckName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("file name %q: want a plain file name (no slash, backslash or NUL; not \".\" or \"..\"): %w", name, ErrPathEscape)
 	}
 	return nil
 }
@@ -82,6 +100,23 @@ func ValidateEnv(env map[string]string) error {
 		if strings.ContainsRune(v, 0) {
 			return fmt.Errorf("environment variable %s: value contains a NUL byte", k)
 		}
+	}
+	return nil
+}
+
+// Validate checks an ExecRequest where it enters a backend (its Exec or
+// ExecStream), before anything is sent: no NUL byte in Command, Env as
+// ValidateEnv says, a Dir that CheckPath takes. The layers under the entry
+// (the runtime-contract and process API clients) do not check again.
+func (r ExecRequest) Validate() error {
+	if strings.ContainsRune(r.Command, 0) {
+		return errors.New("command contains a NUL byte")
+	}
+	if err := ValidateEnv(r.Env); err != nil {
+		return err
+	}
+	if err := CheckPath(r.Dir); err != nil {
+		return fmt.Errorf("working directory: %w", err)
 	}
 	return nil
 }

@@ -69,7 +69,8 @@ const (
 	killTimeout = 10 * time.Second
 )
 
-// Exec runs req.Command with /bin/sh -c over ProcessService.Start and calls
+// Exec runs req.Command (checked by the caller: ExecRequest.Validate) with
+// /bin/sh -c over ProcessService.Start and calls
 // onChunk (may be nil) with each piece of output as it arrives, on the
 // calling goroutine, in order. Stdin is closed at once. When the timeout
 // passes, the command's process group is SIGKILLed and the result has

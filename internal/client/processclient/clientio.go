@@ -2,12 +2,10 @@ package processclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,16 +15,17 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // Linux refuses any single argv or environment string over 128 KiB
 // (MAX_ARG_STRLEN) and all of them together over a quarter of the stack
-// limit (2 MiB with the usual 8 MiB). A command longer than argChunk is
-// therefore passed in pieces, each in its own environment variable, and
-// joined again by the shell: /bin/sh -c 'eval "unset ...; $P0$P1..."'.
+// limit (2 MiB with the usual 8 MiB). A command longer than
+// shell.MaxArgBytes is therefore passed in pieces of that size, each in
+// its own environment variable, and joined again by the shell:
+// /bin/sh -c 'eval "unset ...; $P0$P1..."'.
 const (
-	argChunk = 96 << 10
 	// MaxCommandBytes is the longest command Exec runs; longer ones are
 	// refused with an error wrapping goruntime.ErrTooLarge (write a long
 	// script to a file and run that instead).
@@ -38,19 +37,14 @@ const (
 	cmdVarPrefix = "GORUNTIME_CMD_PART_"
 )
 
-// processConfig turns req into a ProcessConfig: the command for /bin/sh -c
-// (split into environment pieces when long), env and working directory as
-// data. Errors name the bad field.
+// processConfig turns req, which has passed ExecRequest.Validate where it
+// entered the backend, into a ProcessConfig: the command for /bin/sh -c
+// (split into environment pieces when long), env and working directory
+// as data. Errors name the bad field.
 func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) {
-	if strings.ContainsRune(req.Command, 0) {
-		return nil, errors.New("command contains a NUL byte")
-	}
 	if len(req.Command) > MaxCommandBytes {
 		return nil, fmt.Errorf("command is %d bytes, over the process API's limit of %d (Linux caps a command's arguments and environment at 2 MiB together); write a long script to a file and run that file: %w",
 			len(req.Command), MaxCommandBytes, goruntime.ErrTooLarge)
-	}
-	if err := goruntime.ValidateEnv(req.Env); err != nil {
-		return nil, err
 	}
 	env := make(map[string]string, len(req.Env))
 	for k, v := range req.Env {
@@ -60,10 +54,10 @@ func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) 
 		env[k] = v
 	}
 	cfg := &processv1.ProcessConfig{Command: []string{"/bin/sh", "-c", req.Command}, EnvVars: env}
-	if len(req.Command) > argChunk {
+	if len(req.Command) > shell.MaxArgBytes {
 		var names, refs []string
 		for i := 0; len(req.Command) > 0; i++ {
-			n := min(argChunk, len(req.Command))
+			n := min(shell.MaxArgBytes, len(req.Command))
 			name := cmdVarPrefix + strconv.Itoa(i)
 			env[name] = req.Command[:n]
 			req.Command = req.Command[n:]
@@ -76,9 +70,6 @@ func processConfig(req goruntime.ExecRequest) (*processv1.ProcessConfig, error) 
 		cfg.Command = []string{"/bin/sh", "-c", script}
 	}
 	if req.Dir != "" && req.Dir != "." {
-		if path.IsAbs(req.Dir) || slices.Contains(strings.Split(path.Clean(req.Dir), "/"), "..") {
-			return nil, fmt.Errorf("working directory %q: must be relative to /app and stay inside it: %w", req.Dir, goruntime.ErrPathEscape)
-		}
 		dir := path.Clean(req.Dir)
 		cfg.Cwd = &dir
 	}

@@ -45,7 +45,7 @@ func startServer(t *testing.T, cfg processapi.Config) (*processapi.Server, proce
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !procfs.Gone(pid) {
+	for procfs.Alive(pid, 0) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still running", pid)
 		}

@@ -75,8 +75,6 @@ func describe(err error) error {
 		return fmt.Errorf("%w; the next call starts a new, empty sandbox (files from earlier calls are lost)", err)
 	case errors.Is(err, goruntime.ErrUnavailable):
 		return fmt.Errorf("the sandbox backend is unavailable: %w", err)
-	case errors.Is(err, errTooManySandboxes):
-		return err
 	}
 	return err
 }

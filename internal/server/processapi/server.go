@@ -44,10 +44,10 @@ type Server struct {
 // client may connect at once. Errors: a bad Config, or a listener that
 // could not be opened (address in use, unwritable socket directory).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if err := cfg.validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = withDefaults(cfg)
 	root, err := filepath.Abs(cfg.RootDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxd: root directory %q: %w", cfg.RootDir, err)

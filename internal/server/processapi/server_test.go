@@ -66,7 +66,7 @@ func sh(cmd string) *processv1.ProcessConfig {
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !procfs.Gone(pid) {
+	for procfs.Alive(pid, 0) {
 		if time.Now().After(deadline) {
 			_ = syscallKill(pid)
 			t.Fatalf("process %d still running", pid)

@@ -30,14 +30,18 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 // ExecStream is Exec, calling onChunk (from one goroutine, in order) with
 // output as the command produces it. Over the process API, env, working
 // directory and timeout travel as data, req.Stdin feeds the command and
-// req.Signals reach it; a command longer than 96 KiB is passed in
-// environment pieces (limit sandboxd.MaxCommandBytes, 1.5 MiB). The
+// req.Signals reach it; a command longer than shell.MaxArgBytes (96 KiB)
+// is passed in environment pieces, up to processclient.MaxCommandBytes
+// (1.5 MiB; a longer one is refused with ErrTooLarge). The
 // timeout is enforced by SIGKILL to the command's process group. Through
 // the router (ConnectivityRouter, Gateway mode) output arrives whole at
 // the end and Stdin, Signals and Dir are refused.
 func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
 	}
 	if limit := s.b.opts.MaxExecTimeout; req.Timeout > limit {
 		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout, --max-exec-timeout)", req.Timeout, limit)

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -63,35 +62,22 @@ func (t legacyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// execLegacy runs req through the router with timeout and env as data.
+// execLegacy runs req through the router with timeout and env as data;
+// the answer maps to the result as contract.Result says (the SDK's own
+// fields when the full answer was not kept).
 func (s *Sandbox) execLegacy(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
-	if req.NeedsProcessAPI() || (req.Dir != "" && req.Dir != ".") {
+	if req.NeedsProcessAPI() {
 		return nil, fmt.Errorf("exec in sandbox %s: stdin, signals and a working directory need the sandboxd process API, which connectivity %q does not reach (use port-forward or an in-cluster connectivity)",
 			s.id, s.b.opts.Connectivity)
 	}
-	if err := goruntime.ValidateEnv(req.Env); err != nil {
-		return nil, err
-	}
-	if strings.ContainsRune(req.Command, 0) {
-		return nil, errors.New("command contains a NUL byte")
-	}
-	ex := &legacyExec{req: wire.ExecuteRequest{Command: req.Command, Env: req.Env, TimeoutSeconds: req.Timeout.Seconds()}}
-	start := time.Now()
+	ex := &legacyExec{req: contract.Request(req)}
 	res, err := s.sb.Run(context.WithValue(ctx, legacyExecKey{}, ex), req.Command, callTimeout(req.Timeout)...)
 	if err != nil {
 		return nil, s.explain("exec", err)
 	}
-	out := &goruntime.ExecResult{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, Duration: time.Since(start)}
 	var full wire.ExecuteResponse
-	if ex.body != nil && json.Unmarshal(ex.body, &full) == nil {
-		out.TimedOut = full.TimedOut
-		out.StdoutTruncated, out.StderrTruncated = full.StdoutTruncated, full.StderrTruncated
-		if full.DurationMS > 0 {
-			out.Duration = time.Duration(full.DurationMS * float64(time.Millisecond))
-		}
-		if out.StdoutTruncated || out.StderrTruncated {
-			out.Limit = goruntime.LimitOutput
-		}
+	if ex.body == nil || json.Unmarshal(ex.body, &full) != nil {
+		full = wire.ExecuteResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode}
 	}
-	return out, nil
+	return contract.Result(&full), nil
 }

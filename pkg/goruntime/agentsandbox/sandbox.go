@@ -48,15 +48,15 @@ func (s *Sandbox) check() error {
 	return nil
 }
 
-// WriteFile uploads r as /app/name. name must be a plain file name (no
-// "/", not "." or ".."), else the error wraps goruntime.ErrPathEscape;
+// WriteFile uploads r as /app/name. name must be a plain file name
+// (goruntime.CheckName), else the error wraps goruntime.ErrPathEscape;
 // content over 256 MiB wraps goruntime.ErrTooLarge.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
-		return fmt.Errorf("write %q: not a plain file name: %w", name, goruntime.ErrPathEscape)
+	if err := goruntime.CheckName(name); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxUpload+1))
 	if err != nil {

@@ -3,12 +3,11 @@ package local
 import (
 	"context"
 	"io"
-	"maps"
 	"os"
-	"strings"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi/apiconfig"
 )
 
 // ServeIfChild turns this process into the sandbox's runtime server when
@@ -34,22 +33,10 @@ func ServeIfChild() {
 }
 
 // serveProcessAPI is the server.ProcessAPIFunc of a re-executed program.
-func serveProcessAPI(ctx context.Context, c server.ProcessAPIConfig) (io.Closer, error) {
-	env := make(map[string]string, len(c.Env))
-	for _, kv := range c.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
+func serveProcessAPI(ctx context.Context, c apiconfig.Config) (io.Closer, error) {
+	srv, err := processapi.Start(ctx, c)
+	if err != nil {
+		return nil, err // not a nil *processapi.Server in a non-nil Closer
 	}
-	cfg := processapi.Config{
-		GRPCAddr: c.GRPCAddr,
-		RESTAddr: c.RESTAddr,
-		RootDir:  c.RootDir,
-		Env:      maps.Clone(env),
-		Logger:   c.Log,
-		Observer: c.Observer,
-	}
-	if c.Children != nil {
-		cfg.Children = c.Children
-	}
-	return processapi.Start(ctx, cfg)
+	return srv, nil
 }

@@ -6,12 +6,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
@@ -44,44 +42,19 @@ func (o Options) setRlimits(pid int) error {
 	return nil
 }
 
-// hitFileSize reports whether a finished command ran into the file size
-// limit: killed by SIGXFSZ (signal, or exit status 128+SIGXFSZ = 153), or
-// in either output stream a text a command prints when it ran into
-// RLIMIT_FSIZE without dying of SIGXFSZ itself: the shell's report of a
-// child the signal killed ("File size limit exceeded", strsignal(SIGXFSZ))
-// or EFBIG's message ("file too large", e.g. a Go program's
-// "write big: file too large"). The command's own exit
-// status does not matter: `head -c 2G /dev/zero > big; echo $?` exits 0.
-//
-// Text and exit status are the only signals: the kernel counts no
-// RLIMIT_FSIZE hit anywhere (unlike the cgroup's OOM and pids events),
-// and a file at the limit's size proves nothing (truncate makes one).
-// A command can print the text or exit 153 to forge the label; all it
-// gains is a wrong label and note on its own result: nothing is killed,
-// and no other call, sandbox or host resource is affected.
-func hitFileSize(res *goruntime.ExecResult, signal int) bool {
-	if signal == int(syscall.SIGXFSZ) || res.ExitCode == wire.SignalExitCode(int(syscall.SIGXFSZ)) {
-		return true
-	}
-	for _, m := range []string{"File size limit exceeded", "file too large"} {
-		if strings.Contains(res.Stderr, m) || strings.Contains(res.Stdout, m) {
-			return true
-		}
-	}
-	return false
-}
-
 // limitHit names the limit a finished command ran into, from the cgroup
-// counters read before and after it and its result (signal is the signal
-// that killed it, 0 if none or unknown), or the Limit res already carries
-// (the streaming client sets LimitOutput), else "".
-func limitHit(before, after cgroups.Counters, res *goruntime.ExecResult, signal int) goruntime.Limit {
+// counters read before and after it and its result (the file size limit:
+// goruntime.FileSizeLimitHit, whose text and exit status are the only
+// signs; a forged one mislabels only the command's own result, nothing is
+// killed), or the Limit res already carries (LimitOutput from the
+// client's mapping), else "".
+func limitHit(before, after cgroups.Counters, res *goruntime.ExecResult) goruntime.Limit {
 	switch {
 	case after.OOMKills > before.OOMKills:
 		return goruntime.LimitMemory
 	case after.PidsMax > before.PidsMax:
 		return goruntime.LimitProcesses
-	case hitFileSize(res, signal):
+	case goruntime.FileSizeLimitHit(res):
 		return goruntime.LimitFileSize
 	case res.StdoutTruncated, res.StderrTruncated:
 		return goruntime.LimitOutput
@@ -111,9 +84,9 @@ func (w *limitWatch) end() { w.disk.End() }
 // whatever a command that ran into the memory or process limit left
 // behind, and appends the note on modules a sandbox without network
 // cannot fetch.
-func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.ExecResult, signal int) {
+func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.ExecResult) {
 	cg := &s.meta.Cgroup
-	res.Limit = limitHit(w.before, cg.Counters(), res, signal)
+	res.Limit = limitHit(w.before, cg.Counters(), res)
 	res.DiskCounted = w.disk != nil
 	if u, full := w.disk.Finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
 		res.Limit = goruntime.LimitDisk

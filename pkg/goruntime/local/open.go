@@ -129,7 +129,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		return fail(fmt.Errorf("release bubblewrap: %w", err))
 	}
 
-	s := &Sandbox{b: b, l: l, cl: newClient(l.socket(), serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
+	s := &Sandbox{b: b, l: l, cl: l.client(serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
 	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
@@ -138,7 +138,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		ready = poolStartTime
 	}
 	if err := s.waitReady(ctx, exited, ready); err != nil {
-		s.cl.close()
+		s.cl.Close()
 		return fail(err)
 	}
 	pst, _ := procfs.ReadStat(pid)
@@ -154,7 +154,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	// No command has run yet: only Open's caller can start one.
 	// As root or as the user who made the sandbox's namespaces.
 	if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
-		s.cl.close()
+		s.cl.Close()
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
 	if !b.opts.Network {
@@ -163,13 +163,13 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 			conns = 0
 		}
 		if err := nslimits.CapNetwork(ctx, s.meta.Server, conns); err != nil {
-			s.cl.close()
+			s.cl.Close()
 			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 		}
 	}
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {
-		s.cl.close()
+		s.cl.Close()
 		return fail(fmt.Errorf("write sandbox state: %w", err))
 	}
 	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", id, "pid", pid)
@@ -185,7 +185,7 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 	for {
 		if _, err := os.Stat(s.l.socket()); err == nil {
 			rctx, rcancel := context.WithTimeout(ctx, time.Second)
-			err := s.cl.ready(rctx)
+			err := s.cl.Ready(rctx)
 			rcancel()
 			if err == nil {
 				return nil
@@ -239,12 +239,12 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 			m.ServerAt = st.StartTime
 		}
 	}
-	s := &Sandbox{b: b, l: l, meta: m, cl: newClient(l.socket(), serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
+	s := &Sandbox{b: b, l: l, meta: m, cl: l.client(serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.cl.ready(rctx); err != nil {
+	if err := s.cl.Ready(rctx); err != nil {
 		if ctx.Err() != nil {
-			s.cl.close()
+			s.cl.Close()
 			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
 		}
 		return s.attachFailed(ctx, err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -25,53 +23,72 @@ func (s *Sandbox) execLimit(req goruntime.ExecRequest) time.Duration {
 // limit counters around the call to fill ExecResult.Limit, and after a
 // command that ran into the memory or process limit it kills whatever the
 // command left behind in the sandbox, so the next command starts clean.
+//
+// Bad input (goruntime.ExecRequest.Validate) is refused before anything
+// is sent, and so is a request that needs the process API (ExecStream).
 func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if req.NeedsProcessAPI() || (req.Dir != "" && req.Dir != ".") {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
+	}
+	return s.execContract(ctx, req)
+}
+
+// execContract runs a validated req with the runtime contract's /execute.
+func (s *Sandbox) execContract(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if req.NeedsProcessAPI() {
 		return nil, fmt.Errorf("execute in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", s.meta.ID)
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
 	lw := s.watchLimits()
 	defer lw.end()
-	var resp *wire.ExecuteResponse
+	var res *goruntime.ExecResult
 	err := s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
-		resp, err = s.cl.exec(ctx, req)
+		res, err = s.cl.Exec(ctx, req)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	res := &goruntime.ExecResult{
-		Stdout:          resp.Stdout,
-		Stderr:          resp.Stderr,
-		ExitCode:        resp.ExitCode,
-		StdoutTruncated: resp.StdoutTruncated,
-		StderrTruncated: resp.StderrTruncated,
-		TimedOut:        resp.TimedOut,
-		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
-	}
-	s.finishExec(ctx, lw, res, resp.Signal)
+	s.finishExec(ctx, lw, res)
 	return res, nil
 }
 
-// WriteFile uploads r to /app/name; name must not contain "/". Errors
-// wrap ErrPathEscape for a bad name, fs.ErrPermission when the sandbox's
-// user may not write there, ErrTooLarge over the upload limit.
-func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+// fileCall runs call, one file call (upload, unpack, read, list), under
+// the call's deadline, which grows with the bytes count sees move
+// (fileCallLimit), and Sandbox.do's diagnosis of a failure.
+func fileCall[T any](ctx context.Context, s *Sandbox, what string, call func(ctx context.Context, count func(io.Reader) io.Reader) (T, error)) (T, error) {
+	var out, zero T
 	if err := s.check(); err != nil {
-		return err
-	}
-	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return fmt.Errorf("write %q: want a plain file name: %w", name, goruntime.ErrPathEscape)
+		return zero, err
 	}
 	file := s.b.fileCallLimit()
-	return s.do(ctx, "upload "+name, 0, file, func(ctx context.Context) error {
-		return s.cl.upload(ctx, name, file.count(r))
+	err := s.do(ctx, what, 0, file, func(ctx context.Context) error {
+		var err error
+		out, err = call(ctx, file.count)
+		return err
 	})
+	if err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// WriteFile uploads r to /app/name, a plain name (goruntime.CheckName).
+// Errors wrap ErrPathEscape for a bad name, fs.ErrPermission when the
+// sandbox's user may not write there, ErrTooLarge over the upload limit.
+func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error {
+	if err := goruntime.CheckName(name); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	_, err := fileCall(ctx, s, "upload "+name, func(ctx context.Context, count func(io.Reader) io.Reader) (struct{}, error) {
+		return struct{}{}, s.cl.Upload(ctx, name, r, count)
+	})
+	return err
 }
 
 // Unpack writes the files of a tar archive under /app through the
@@ -80,13 +97,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 // when the server predates /unpack (a sandbox reattached from an older
 // version).
 func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	file := s.b.fileCallLimit()
-	return s.do(ctx, "unpack", 0, file, func(ctx context.Context) error {
-		return s.cl.unpack(ctx, file.count(r))
+	_, err := fileCall(ctx, s, "unpack", func(ctx context.Context, count func(io.Reader) io.Reader) (struct{}, error) {
+		return struct{}{}, s.cl.Unpack(ctx, r, count)
 	})
+	return err
 }
 
 // ReadFile returns the content of a file under /app. Errors wrap
@@ -94,20 +108,9 @@ func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
 // fs.ErrPermission (the file is inside /app but the sandbox's user may not
 // read it, e.g. a command made it mode 000).
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var data []byte
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		data, err = s.cl.download(ctx, path, file)
-		return err
+	return fileCall(ctx, s, "read "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]byte, error) {
+		return s.cl.Download(ctx, path, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // ReadFileRange returns at most n bytes of a file under /app from byte
@@ -115,20 +118,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // those bytes cross the socket; none at or past the end. Errors wrap
 // ErrNotExist, ErrPathEscape or fs.ErrPermission as ReadFile's do.
 func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n int) ([]byte, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var data []byte
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "read "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		data, err = s.cl.downloadRange(ctx, path, off, n, file)
-		return err
+	return fileCall(ctx, s, "read "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]byte, error) {
+		return s.cl.DownloadRange(ctx, path, off, n, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
 }
 
 // List returns the entries of a directory under /app. Errors wrap
@@ -136,18 +128,7 @@ func (s *Sandbox) ReadFileRange(ctx context.Context, path string, off int64, n i
 // fs.ErrPermission (the directory is inside /app but the sandbox's user
 // may not read it).
 func (s *Sandbox) List(ctx context.Context, path string) ([]goruntime.FileInfo, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var out []goruntime.FileInfo
-	file := s.b.fileCallLimit()
-	err := s.do(ctx, "list "+path, 0, file, func(ctx context.Context) error {
-		var err error
-		out, err = s.cl.list(ctx, path, file)
-		return err
+	return fileCall(ctx, s, "list "+path, func(ctx context.Context, count func(io.Reader) io.Reader) ([]goruntime.FileInfo, error) {
+		return s.cl.List(ctx, path, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
@@ -33,7 +34,7 @@ type Sandbox struct {
 	b    *Backend
 	l    layout
 	meta meta
-	cl   *client
+	cl   *contract.Client
 	keep map[int]bool
 
 	mu       sync.Mutex

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 )
 
 // Dialling a sandbox's runtime server. Its sockets live in the sandbox's
@@ -21,7 +23,17 @@ import (
 // the sandbox's host uid, and connects through the descriptor it checked
 // (/proc/self/fd/N), never through the path again. A socket the sandbox
 // made itself passes the checks: it can only be the sandbox's own code
-// answering its own owner, whose answers every read bounds (client.go).
+// answering its own owner, whose answers every read bounds
+// (internal/client/contract).
+
+// client returns the runtime contract client of the sandbox's server,
+// whose socket (in l) is owned by host uid uid and which caps each output
+// stream at outputBytes.
+func (l layout) client(uid int, outputBytes int64) *contract.Client {
+	return contract.New(func(ctx context.Context) (net.Conn, error) {
+		return dialSandboxSocket(ctx, l.socket(), uid)
+	}, outputBytes)
+}
 
 // errNotServerSocket is wrapped by dialSandboxSocket when the path is not
 // a socket of the sandbox's.

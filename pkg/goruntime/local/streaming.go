@@ -56,19 +56,24 @@ var _ goruntime.StreamingSandbox = (*Sandbox)(nil)
 // ProcessService over the sandbox's gRPC socket; a sandbox whose server
 // has no such socket (opened by an older version and reattached) runs the
 // command with Exec and passes its whole output to onChunk at the end.
-// A command longer than the process API takes (processclient splits one
-// over Linux's 128 KiB argument limit into environment pieces, up to
-// processclient.MaxCommandBytes) also runs with Exec, whose server runs
-// long commands from a file.
+// A command the process API cannot carry also runs with Exec: one over
+// processclient.MaxCommandBytes (1.5 MiB; processclient passes a command
+// over one argument's limit, shell.MaxArgBytes, in environment pieces,
+// and Linux caps all of them at 2 MiB together), which the server's
+// /execute runs from a script file; its output, too, reaches onChunk at
+// the end, and it cannot carry Stdin, Signals or Dir.
 // Errors are Exec's.
 func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onChunk func(goruntime.Chunk)) (*goruntime.ExecResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("execute in local sandbox %s: %w", s.meta.ID, err)
+	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
 	if _, err := os.Lstat(s.l.grpcSocket()); err != nil || len(req.Command) > processclient.MaxCommandBytes {
-		return goruntime.ExecWhole(ctx, s, req, onChunk)
+		return goruntime.ExecWhole(ctx, contractSandbox{s}, req, onChunk)
 	}
 	conn, err := s.proc.get(func(ctx context.Context) (net.Conn, error) {
 		return dialSandboxSocket(ctx, s.l.grpcSocket(), serverUID(s.meta.HostUID))
@@ -91,8 +96,16 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 	if err != nil {
 		return nil, err
 	}
-	s.finishExec(ctx, lw, res, 0)
+	s.finishExec(ctx, lw, res)
 	return res, nil
+}
+
+// contractSandbox is the sandbox with Exec going straight to /execute
+// (the request validated already), for goruntime.ExecWhole.
+type contractSandbox struct{ *Sandbox }
+
+func (c contractSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	return c.execContract(ctx, req)
 }
 
 func maxInt() int { return int(^uint(0) >> 1) }

@@ -19,7 +19,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		return nil
 	}
 	s.done = true
-	s.cl.close()
+	s.cl.Close()
 	s.proc.close()
 	s.b.stopModules(s.meta.ID)
 	if s.lifeline != nil {
@@ -60,7 +60,7 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 		return nil
 	}
 	s.done = true
-	s.cl.close()
+	s.cl.Close()
 	s.proc.close()
 	if s.lifeline != nil {
 		_, err := s.lifeline.Write([]byte("detach\n"))

@@ -145,7 +145,7 @@ func (s *Sandbox) serverState() string {
 func (s *Sandbox) pingServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	return s.cl.ready(ctx)
+	return s.cl.Ready(ctx)
 }
 
 // diagnose decides whether a failed call means the sandbox is gone (cause

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 )
 
 // target is one server under test.
@@ -296,22 +298,11 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
-// pidGone reports whether an OS process has exited (absent or a zombie).
-func pidGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
 // goneWithin polls pid for up to d.
 func goneWithin(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
-		if pidGone(pid) {
+		if !procfs.Alive(pid, 0) {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -1,4 +1,4 @@
-package local
+package contract
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 
 // TestDecodeList: a listing as the runtime server writes it decodes; each
 // bad answer a replaced server can send fails, and those over a cap wrap
-// errAnswerTooLarge and name it.
+// ErrAnswerTooLarge and name it.
 func TestDecodeList(t *testing.T) {
 	good := `[{"name":"a.go","size":12,"type":"file","mod_time":1700000000.5},{"name":"sub","size":4096,"type":"directory","mod_time":1700000001}]`
 	infos, err := decodeList(strings.NewReader(good))
@@ -39,31 +39,8 @@ func TestDecodeList(t *testing.T) {
 		{"whitespace flood in an entry", `[{` + strings.Repeat(" ", 1<<20) + `}]`, "an entry of the listing is larger", true},
 	} {
 		_, err := decodeList(strings.NewReader(tc.body))
-		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, errAnswerTooLarge) != tc.tooLarge {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrAnswerTooLarge) != tc.tooLarge {
 			t.Errorf("%s: %v; want an error containing %q (too large: %v)", tc.name, err, tc.want, tc.tooLarge)
 		}
-	}
-}
-
-// TestCallLimitGrowsWithBytes: a file call's deadline is its floor plus
-// its allowance per MiB moved, without overflow for the largest uploads.
-func TestCallLimitGrowsWithBytes(t *testing.T) {
-	l := &callLimit{floor: 2 * time.Minute, perMiB: time.Second, start: time.Now()}
-	if got := l.allowed(); got != 2*time.Minute {
-		t.Errorf("nothing moved: %s; want the floor, 2m0s", got)
-	}
-	l.moved.Store(10 << 20)
-	if got := l.allowed(); got != 2*time.Minute+10*time.Second {
-		t.Errorf("10 MiB moved: %s; want 2m10s", got)
-	}
-	l.moved.Store(64 << 30)
-	if got := l.allowed(); got != 2*time.Minute+65536*time.Second {
-		t.Errorf("64 GiB moved: %s; want 2m0s + 65536 s", got)
-	}
-	if l.passed(l.start.Add(time.Hour)) || !l.passed(l.start.Add(20*time.Hour)) {
-		t.Error("64 GiB moved: passed after 1 h or not after 20 h")
-	}
-	if err := l.cause("upload x"); !errors.Is(err, errNoAnswer) || !strings.Contains(err.Error(), "upload x") {
-		t.Errorf("cause: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package local
+package contract
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 )
 
-// TestClientUnpackUnsupported: the answer a server without /unpack gives
+// TestUnpackUnsupported: the answer a server without /unpack gives
 // (its router's 404, no error code) is errors.ErrUnsupported, so a Session
 // falls back to tar; a 404 with an error code is not. The first case
 // asks a real runtime server for a route it does not have, as an older
 // server answers /unpack.
-func TestClientUnpackUnsupported(t *testing.T) {
+func TestUnpackUnsupported(t *testing.T) {
 	srv, err := server.New(server.Config{BaseDir: t.TempDir(), ExecTimeout: time.Minute, MaxOutputBytes: 1 << 20, MaxUploadBytes: 1 << 20, FallbackHome: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -41,12 +41,11 @@ func TestClientUnpackUnsupported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewServer(tc.handler)
 			defer ts.Close()
-			c := &client{http: &http.Client{Transport: &http.Transport{
-				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimPrefix(ts.URL, "http://"))
-				},
-			}}}
-			err := c.unpack(context.Background(), strings.NewReader(""))
+			c := New(func(ctx context.Context) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimPrefix(ts.URL, "http://"))
+			}, 1<<20)
+			defer c.Close()
+			err := c.Unpack(context.Background(), strings.NewReader(""), nil)
 			if got := errors.Is(err, errors.ErrUnsupported); got != tc.unsupported || err == nil {
 				t.Errorf("unpack = %v; ErrUnsupported %v, want %v", err, got, tc.unsupported)
 			}

@@ -1,4 +1,4 @@
-package local
+package contract
 
 import (
 	"encoding/json"
@@ -18,9 +18,10 @@ import (
 // decoded whole, 63 MiB of "[{},{},...]" took the host from 40 MB to 4 GB.
 const (
 	// maxListEntries is the most entries a listing may have: more than
-	// the default disk's inodes (DefaultDiskInodes), so any directory a
-	// default sandbox can make lists whole; a larger one is refused with
-	// an error naming this cap (list it with a command, e.g. ls | head).
+	// the inodes of the local backend's default disk
+	// (local.DefaultDiskInodes), so any directory a default sandbox can
+	// make lists whole; a larger one is refused with an error naming
+	// this cap (list it with a command, e.g. ls | head).
 	maxListEntries = 1 << 18
 	// maxListAnswer bounds the bytes of a /list answer.
 	maxListAnswer = 64 << 20
@@ -33,7 +34,7 @@ const (
 )
 
 // errListTooLong is wrapped when a listing is over maxListEntries.
-var errListTooLong = fmt.Errorf("the listing has more than %d entries (the local backend's cap on one listing)", maxListEntries)
+var errListTooLong = fmt.Errorf("the listing has more than %d entries (the client's cap on one listing)", maxListEntries)
 
 // decodeList decodes a /list answer from r, one entry at a time, and
 // fails (before holding more) on an answer over maxListAnswer bytes, an
@@ -53,7 +54,7 @@ func decodeList(r io.Reader) ([]goruntime.FileInfo, error) {
 	var out []goruntime.FileInfo
 	for dec.More() {
 		if len(out) == maxListEntries {
-			return nil, fmt.Errorf("%w: %w", errListTooLong, errAnswerTooLarge)
+			return nil, fmt.Errorf("%w: %w", errListTooLong, ErrAnswerTooLarge)
 		}
 		budget.left = maxEntryBytes
 		var e wire.FileEntry
@@ -61,7 +62,7 @@ func decodeList(r io.Reader) ([]goruntime.FileInfo, error) {
 			return nil, fmt.Errorf("entry %d: %w", len(out), err)
 		}
 		if len(e.Name) > maxNameBytes {
-			return nil, fmt.Errorf("entry %d: a name of %d bytes (a file system allows %d): %w", len(out), len(e.Name), maxNameBytes, errAnswerTooLarge)
+			return nil, fmt.Errorf("entry %d: a name of %d bytes (a file system allows %d): %w", len(out), len(e.Name), maxNameBytes, ErrAnswerTooLarge)
 		}
 		sec, frac := math.Modf(e.ModTime)
 		out = append(out, goruntime.FileInfo{
@@ -93,7 +94,7 @@ var errEntryTooLarge = errors.New("an entry of the listing is larger than any th
 
 func (b *entryBudget) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, fmt.Errorf("over %d bytes: %w: %w", maxEntryBytes, errEntryTooLarge, errAnswerTooLarge)
+		return 0, fmt.Errorf("over %d bytes: %w: %w", maxEntryBytes, errEntryTooLarge, ErrAnswerTooLarge)
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
