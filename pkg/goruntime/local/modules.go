@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -159,10 +160,10 @@ func (b *Backend) moduleEnv() []string {
 	}
 }
 
-// moduleRelayArgs are the runtime server's flags for the relay.
-func (b *Backend) moduleRelayArgs() []string {
+// moduleRelayFlags sets the runtime server's relay to the module proxy.
+func (b *Backend) moduleRelayFlags(f *server.Flags) {
 	if b.modules.proxy == nil {
-		return nil
+		return
 	}
-	return []string{"--module-relay-addr", moduleRelayAddr, "--module-relay-socket", runDir + "/" + modProxySockName}
+	f.ModuleRelayAddr, f.ModuleRelaySocket = moduleRelayAddr, runDir+"/"+modProxySockName
 }
