@@ -192,7 +192,7 @@ func (b *Backend) checkHostSpace() error {
 	}
 	if free := int64(st.Bavail) * st.Bsize; free < b.opts.DiskBytes {
 		return fmt.Errorf("the file system of %s has %d MiB free, less than one sandbox's disk quota of %d MiB: "+
-			"free space there, move the state directory (Options.StateDir, --state-dir) or lower the quota (Options.DiskBytes, --disk-mb)",
+			"free space there, move the state directory (Options.StateDir) or lower the quota (Options.DiskBytes)",
 			dir, free>>20, b.opts.DiskBytes>>20)
 	}
 	return nil

@@ -68,7 +68,7 @@ func (b *Backend) setupModuleProxy() error {
 		Allow:    b.opts.AllowModules,
 		ModCache: b.modCache,
 		Source:   modproxy.GoCommand{Go: filepath.Join(b.goroot, "bin", "go"), Env: env, Dir: work},
-		Setting:  "--allow-modules=%s (local.Options.AllowModules)",
+		Setting:  "%s (local.Options.AllowModules)",
 		Logger:   b.opts.Logger.With(slog.String("component", "modproxy")),
 	})
 	if err != nil {

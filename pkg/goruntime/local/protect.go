@@ -127,7 +127,7 @@ func (b *Backend) setupProtections() error {
 	if !o.Relax.Seccomp {
 		prog, err := seccomp.Program()
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp, --relax=seccomp)", err))
+			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp)", err))
 		}
 		b.layers.seccompProg = prog
 	}
@@ -216,18 +216,18 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 	if b.hostUID {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{}, b.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot run as an unprivileged host uid (%d) here (%v: %s): allow unprivileged user namespaces "+
-				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID, --relax=hostuid) to run sandboxes as root",
+				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID) to run sandboxes as root",
 				b.trialUID(), err, o)
 		}
 	}
 	if b.seccompProg != nil {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.trialUID()); err != nil {
-			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp, --relax=seccomp)", err, o)
+			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp)", err, o)
 		}
 	}
 	if b.usernsBlock {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{usernsBlock: true}, b.trialUID()); err != nil {
-			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns, --relax=userns)", err, o)
+			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns)", err, o)
 		}
 	}
 	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
@@ -239,7 +239,7 @@ func diskQuotaProblem() *Protection {
 	switch {
 	case os.Geteuid() != 0:
 		p.Detail = "making and mounting a file system per sandbox needs root"
-		p.Fix = "run as root, or relax it (Options.Relax.DiskQuota, --relax=disk): sandboxes then share the state directory's file system, capped only per file"
+		p.Fix = "run as root, or relax it (Options.Relax.DiskQuota): sandboxes then share the state directory's file system, capped only per file"
 	case !found("mkfs.ext4"):
 		p.Detail = "mkfs.ext4 not found"
 		p.Fix = "apt-get install e2fsprogs (scripts/install-deps.sh)"
@@ -270,9 +270,9 @@ func found(name string) bool {
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.
 var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk", "filetable"}
 
-// ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk";
-// the value of the --relax flags) into a Relax. Errors name the valid
-// values.
+// ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk",
+// as front ends take it on their command line) into a Relax. Errors name
+// the valid values; the caller names where the list came from.
 func ParseRelax(s string) (Relax, error) {
 	var r Relax
 	for _, name := range strings.Split(s, ",") {
@@ -289,7 +289,7 @@ func ParseRelax(s string) (Relax, error) {
 		case "filetable":
 			r.FileTable = true
 		default:
-			return r, fmt.Errorf("--relax: unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
+			return r, fmt.Errorf("unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
 		}
 	}
 	return r, nil

@@ -45,7 +45,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seed string) (s
 	if b.diskQuota {
 		d, err := b.claimDisk(ctx, withExtra(seed), st.uid)
 		if err != nil {
-			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota, --relax=disk): %w", err, goruntime.ErrUnavailable)
+			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", err, goruntime.ErrUnavailable)
 		}
 		st.disk = &d
 		l.disk = d.Dir
