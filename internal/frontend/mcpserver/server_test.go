@@ -570,7 +570,7 @@ func TestOpenFailuresAreExplained(t *testing.T) {
 	s2, _ := newTestServer(t, Config{Backend: &stuckBackend{}, OpenTimeout: 100 * time.Millisecond})
 	cs2 := connectMemory(t, s2, nil)
 	res = call(t, cs2, "run_go_code", map[string]any{"command": "true"})
-	if !res.IsError || !strings.Contains(text(res), "--open-timeout=100ms") {
+	if !res.IsError || !strings.Contains(text(res), "open timeout, 100ms") {
 		t.Fatalf("slow open: %q", text(res))
 	}
 	if s2.OpenSandboxes() != 0 {
