@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -60,7 +59,6 @@ func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) 
 	if err != nil {
 		return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, err)
 	}
-	er.Stdout, er.Stderr = replaceInvalidUTF8(er.Stdout), replaceInvalidUTF8(er.Stderr)
 	return Observed{
 		Stdout:   er.Stdout,
 		Stderr:   er.Stderr,
@@ -100,18 +98,4 @@ func RunSession(ctx context.Context, s *goruntime.Session, c Case) (Observed, er
 		Tests:       res.Tests,
 		Benchmarks:  res.Benchmarks,
 	}, nil
-}
-
-// replaceInvalidUTF8 replaces each byte that is not part of valid UTF-8 with
-// U+FFFD, as encoding/json does to the runtime server's output.
-func replaceInvalidUTF8(s string) string {
-	if strings.ToValidUTF8(s, "") == s {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		// Ranging over a string yields U+FFFD, width 1, for each bad byte.
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -24,7 +24,8 @@ const DefaultTimeout = 300 * time.Second
 // the group is killed and the exit code is 124 with the output so far; a
 // command ended by signal N exits 128+N; what the command left running
 // in its group is killed when it ends. A done ctx kills the group and
-// returns ctx's error. started, when not nil, is told the process group
+// returns ctx's error. Bytes of the output that are not UTF-8 become
+// U+FFFD, one each, as in the server's answers. started, when not nil, is told the process group
 // (for a caller that must kill it early) once the command runs.
 func RunCommand(ctx context.Context, dir string, env []string, req goruntime.ExecRequest, started func(pgid int)) (*goruntime.ExecResult, error) {
 	timeout := req.Timeout
@@ -71,8 +72,8 @@ func RunCommand(ctx context.Context, dir string, env []string, req goruntime.Exe
 	// Children that outlived sh (a background process) die with the group.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	res := &goruntime.ExecResult{
-		Stdout:   stdout.String(),
-		Stderr:   stderr.String(),
+		Stdout:   wire.ValidUTF8(stdout.String()),
+		Stderr:   wire.ValidUTF8(stderr.String()),
 		TimedOut: timedOut,
 		Duration: time.Since(start),
 	}
