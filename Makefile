@@ -8,7 +8,7 @@
 GO       ?= go
 FLOW     ?= all
 # Packages whose tests are cheap enough to run again under -race.
-RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/
+RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
 
 .PHONY: help deps build demo test unit race e2e e2e-full bench bench-go vet lint
 

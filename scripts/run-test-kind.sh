@@ -112,7 +112,7 @@ if ! k -n "$ns" wait --for=jsonpath='{.status.readyReplicas}'="$replicas" sandbo
 fi
 
 kind get kubeconfig --name "$cluster" >"$kubeconfig"
-demo=(go run ./cmd/demo --backend=agent-sandbox --kubeconfig="$kubeconfig" --namespace="$ns" --warm-pool=go-runtime-pool)
+demo=(go run ./cmd/demo --backend=agent-sandbox --kubeconfig="$kubeconfig" --namespace="$ns" --warm-pool-name=go-runtime-pool)
 
 say "demo: both flows in a claimed sandbox"
 "${demo[@]}" --flow=all

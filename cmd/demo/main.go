@@ -54,7 +54,7 @@ Examples:
   demo --flow=multi --live               # one flow, output as it happens
   demo --keep                            # leave the sandbox running, print its ID
   demo --claim=ID --flow=smoke           # reuse a sandbox left by --keep
-  demo --backend=agent-sandbox --warm-pool=go-runtime-pool --api-url=http://ROUTER:8080
+  demo --backend=agent-sandbox --warm-pool-name=go-runtime-pool --api-url=http://ROUTER:8080
 
 Flags:
 `
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	if err := runDemo(ctx, bf, *flow, *claim, *keep, demo.Options{Out: stdout, Live: *live, StepTimeout: *timeout}, logger, stderr); err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
+		fmt.Fprintf(stderr, "demo: %v\n", bf.Explain(err))
 		return 1
 	}
 	return 0

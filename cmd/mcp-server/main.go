@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		log.Info("serving MCP over stdio", "backend", backend.Name(), "version", version())
 		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil {
 			// A bad --claim ends here before serving: say so plainly.
-			fmt.Fprintf(stderr, "mcp-server: %v\n", err)
+			fmt.Fprintf(stderr, "mcp-server: %v\n", bf.Explain(err))
 			return 1
 		}
 		return 0

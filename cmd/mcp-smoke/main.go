@@ -54,7 +54,7 @@ scenario; exits 0 when all passed, 1 when one failed, 2 for bad flags.
 Examples:
   mcp-smoke                                  # every scenario, both transports, local backend
   mcp-smoke -transport=stdio -run=timeout -v
-  mcp-smoke -- --backend=agent-sandbox --warm-pool=go-runtime-pool --api-url=http://ROUTER:8080
+  mcp-smoke -- --backend=agent-sandbox --warm-pool-name=go-runtime-pool --api-url=http://ROUTER:8080
 
 Scenarios:
 `)

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts.DiskBytes = *diskMB << 20
 	r, err := local.ParseRelax(*relax)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox-check: %v\n", err)
+		fmt.Fprintf(stderr, "sandbox-check: --relax=%q: %v\n", *relax, err)
 		return 2
 	}
 	opts.Relax = r
@@ -96,7 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, status, p.Detail)
 		if p.Fix != "" && p.Status == local.StatusUnavailable {
-			fmt.Fprintf(tw, "\tfix:\t%s\n", p.Fix)
+			// The fix names Options fields; this command's flags are
+			// the front ends' (backendflag) for the local backend.
+			fmt.Fprintf(tw, "\tfix:\t%s\n", new(backendflag.Flags).ExplainText(p.Fix))
 		}
 	}
 	tw.Flush()

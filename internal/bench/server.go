@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+
+	runtimeserver "github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 )
 
 // transferBytes is the size of the upload and download figures.
@@ -66,11 +68,12 @@ func (r *runner) startTargets(ctx context.Context, dir string) (*targets, error)
 	var err error
 	t.oursURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	t.oursREST = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
-	t.ours, err = startServer(ctx, "sandbox-server", dir, t.oursURL+"/", nil, r.bins["sandbox-server"],
-		"--addr", "127.0.0.1:"+strconv.Itoa(ports[0]),
-		"--grpc-addr", "127.0.0.1:"+strconv.Itoa(ports[1]),
-		"--rest-addr", "127.0.0.1:"+strconv.Itoa(ports[2]),
-		"--base-dir", base("ours"), "--home", filepath.Join(dir, "ours-home"))
+	sf := runtimeserver.Defaults()
+	sf.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	sf.GRPCAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	sf.RESTAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+	sf.BaseDir, sf.Home = base("ours"), filepath.Join(dir, "ours-home")
+	t.ours, err = startServer(ctx, "sandbox-server", dir, t.oursURL+"/", nil, r.bins["sandbox-server"], sf.Args()...)
 	if err != nil {
 		return nil, err
 	}

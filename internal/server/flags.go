@@ -86,7 +86,8 @@ func (s *Seconds) setFrom(v, from string) {
 		s.bad, s.badFrom, s.D = v, from, s.def
 		return
 	}
-	s.bad, s.D = "", time.Duration(f*float64(time.Second))
+	// Rounded: 0.3 s is 300 ms, not 299.999999 ms (Args round-trips).
+	s.bad, s.D = "", time.Duration(math.Round(f*float64(time.Second)))
 }
 
 // Defaults returns the built-in value of every setting.

@@ -1,13 +1,12 @@
 package server
 
 import (
-	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/metricfamily"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
@@ -24,46 +23,17 @@ const (
 // sandbox_server_exec_duration_seconds.
 var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
-// metricFamily is one metric name: its help and type lines, and its
-// samples in a set of their own so they are written under them.
-type metricFamily struct {
-	name, help, kind string
-	set              *vm.Set
-}
-
-func (f *metricFamily) write(w io.Writer) {
-	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.kind)
-	f.set.WritePrometheus(w)
-}
-
-// sample is the family's series with labels (name="value" pairs, in
-// order), e.g. sample("api", "legacy") -> name{api="legacy"}.
-func (f *metricFamily) sample(labels ...string) string {
-	s := f.name + "{"
-	for i := 0; i+1 < len(labels); i += 2 {
-		if i > 0 {
-			s += ","
-		}
-		s += labels[i] + `="` + labels[i+1] + `"`
-	}
-	return s + "}"
-}
-
 // metrics are the runtime server's Prometheus metrics, served at GET
 // /metrics on the legacy HTTP port in the Prometheus text format, with
 // the Go runtime's and the process's (go_*, process_*). Each Server has
-// its own sets. They use github.com/VictoriaMetrics/metrics rather than
-// prometheus/client_golang, whose protobuf-based model would add ~2 MiB
-// to every idle server (docs/benchmarks.md, "Idle RSS").
+// its own sets (internal/metricfamily says why this library).
 // docs/sandbox-server.md lists them with a sample.
 type metrics struct {
-	commands, duration, inFlight, bytes *metricFamily
+	commands, duration, inFlight, bytes *metricfamily.Family
 }
 
 func newMetrics() *metrics {
-	fam := func(name, help, kind string) *metricFamily {
-		return &metricFamily{name: name, help: help, kind: kind, set: vm.NewSet()}
-	}
+	fam := metricfamily.New
 	return &metrics{
 		commands: fam("sandbox_server_commands_total",
 			"Commands run, by API (legacy: POST /execute; process: the sandboxd ProcessService) and outcome (ok, exit_code, timeout, signal, error).", "counter"),
@@ -76,9 +46,9 @@ func newMetrics() *metrics {
 
 func (m *metrics) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		for _, f := range []*metricFamily{m.bytes, m.inFlight, m.commands, m.duration} {
-			f.write(w)
+		w.Header().Set("Content-Type", metricfamily.ContentType)
+		for _, f := range []*metricfamily.Family{m.bytes, m.inFlight, m.commands, m.duration} {
+			f.Write(w)
 		}
 		vm.WriteProcessMetrics(w)
 	})
@@ -87,17 +57,17 @@ func (m *metrics) handler() http.Handler {
 // started counts a command in flight and returns the func that records its end.
 func (m *metrics) started(api string) func(outcome string) {
 	start := time.Now()
-	inFlight := m.inFlight.set.GetOrCreateGauge(m.inFlight.sample("api", api), nil)
+	inFlight := m.inFlight.Set.GetOrCreateGauge(m.inFlight.Sample("api", api), nil)
 	inFlight.Inc()
 	return func(outcome string) {
 		inFlight.Dec()
-		m.duration.set.GetOrCreatePrometheusHistogramExt(m.duration.sample("api", api), durationBuckets).UpdateDuration(start)
-		m.commands.set.GetOrCreateCounter(m.commands.sample("api", api, "outcome", outcome)).Inc()
+		m.duration.Set.GetOrCreatePrometheusHistogramExt(m.duration.Sample("api", api), durationBuckets).UpdateDuration(start)
+		m.commands.Set.GetOrCreateCounter(m.commands.Sample("api", api, "outcome", outcome)).Inc()
 	}
 }
 
 func (m *metrics) addBytes(api, direction string, n int64) {
-	m.bytes.set.GetOrCreateFloatCounter(m.bytes.sample("api", api, "direction", direction)).Add(float64(n))
+	m.bytes.Set.GetOrCreateFloatCounter(m.bytes.Sample("api", api, "direction", direction)).Add(float64(n))
 }
 
 // legacyOutcome classifies a POST /execute result.

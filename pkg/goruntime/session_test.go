@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,28 +11,15 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
-// The local backend re-executes this test binary as the sandbox's runtime
-// server.
-func TestMain(m *testing.M) {
-	local.ServeIfChild()
-	os.Exit(m.Run())
-}
-
-func openLocal(t *testing.T) *goruntime.Session {
+// openFake opens a Session on the fake backend (goruntimetest): the
+// Session's own logic needs no bubblewrap. The backends' tests and the
+// conformance corpus (pkg/goruntime/corpus) hold them to the same contract.
+func openFake(t *testing.T) *goruntime.Session {
 	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
-	}
-	b, err := local.New(local.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a first run builds the seed cache
-	defer cancel()
-	sess, err := goruntime.Open(ctx, b, goruntime.Options{})
+	sess, err := goruntime.Open(context.Background(), goruntimetest.New(t.TempDir()), goruntime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +28,7 @@ func openLocal(t *testing.T) *goruntime.Session {
 }
 
 func TestCloseDoesNotWaitForExecute(t *testing.T) {
-	sess := openLocal(t)
+	sess := openFake(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := sess.Execute(context.Background(), goruntime.Request{Command: "sleep 60"})
@@ -68,7 +53,7 @@ func TestCloseDoesNotWaitForExecute(t *testing.T) {
 }
 
 func TestExecuteRefusesBadRequestsUpFront(t *testing.T) {
-	sess := openLocal(t)
+	sess := openFake(t)
 	ctx := context.Background()
 	bad := []goruntime.Request{
 		{Command: "env", Env: map[string]string{"1ABC": "x"}},
@@ -95,7 +80,7 @@ func TestExecuteRefusesBadRequestsUpFront(t *testing.T) {
 // costs at least its size, and a doubling buffer about twice that), and
 // arrive whole.
 func TestLargeUploadStreams(t *testing.T) {
-	sess := openLocal(t)
+	sess := openFake(t)
 	const size = 96 << 20
 	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	var before, after runtime.MemStats

@@ -234,7 +234,7 @@ func backendArgs(rt *runtimeTarget, m connMode) []string {
 		"--backend=agent-sandbox",
 		"--kubeconfig=" + shared.c.Kubeconfig,
 		"--namespace=" + rt.ns,
-		"--warm-pool=" + agentsandbox.DefaultWarmPool,
+		"--warm-pool-name=" + agentsandbox.DefaultWarmPool,
 	}
 	if m.direct {
 		args = append(args, "--api-url="+rt.routerURL)

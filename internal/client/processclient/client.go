@@ -173,8 +173,9 @@ func Exec(ctx context.Context, client processv1.ProcessServiceClient, req gorunt
 			if res.StdoutTruncated || res.StderrTruncated {
 				res.Limit = goruntime.LimitOutput
 			}
-			res.Stdout = strings.ToValidUTF8(string(stdout), "\uFFFD")
-			res.Stderr = strings.ToValidUTF8(string(stderr), "\uFFFD")
+			// Bad bytes read as in an /execute answer: one U+FFFD each.
+			res.Stdout = wire.ValidUTF8(string(stdout))
+			res.Stderr = wire.ValidUTF8(string(stderr))
 			return res, nil
 		}
 	}

@@ -22,7 +22,7 @@ func TestExecStreamsChunksThenResult(t *testing.T) {
 	var chunks []goruntime.Chunk
 	var finishedAtFirst = true
 	res, err := Exec(context.Background(), client, goruntime.ExecRequest{
-		Command: "echo first; sleep 1; echo oops >&2; touch finished; printf '\\377'; exit 4",
+		Command: "echo first; sleep 1; echo oops >&2; touch finished; printf '\\377\\376'; exit 4",
 		Env:     map[string]string{"X": "1"},
 	}, ExecOptions{}, func(c goruntime.Chunk) {
 		if len(chunks) == 0 {
@@ -40,7 +40,7 @@ func TestExecStreamsChunksThenResult(t *testing.T) {
 	if len(chunks) < 2 || chunks[0].Stream != goruntime.Stdout || string(chunks[0].Data) != "first\n" {
 		t.Fatalf("chunks = %q", chunks)
 	}
-	if res.ExitCode != 4 || res.Stdout != "first\n\uFFFD" || res.Stderr != "oops\n" || res.TimedOut {
+	if res.ExitCode != 4 || res.Stdout != "first\n\uFFFD\uFFFD" || res.Stderr != "oops\n" || res.TimedOut {
 		t.Fatalf("result = %+v", res)
 	}
 	if res.Duration <= 0 {

@@ -10,7 +10,7 @@ import (
 
 // registerAgentSandbox adds the agent-sandbox backend's flags to fs,
 // bound to o, so front ends (cmd/demo, cmd/mcp-server) share one spelling:
-// --warm-pool, --namespace, --label (repeatable key=value), --api-url,
+// --warm-pool-name, --namespace, --label (repeatable key=value), --api-url,
 // --gateway-name, --gateway-namespace, --kubeconfig, --ready-timeout,
 // --max-exec-timeout. Call it before fs.Parse; fields already set on o are
 // the flags' defaults.
@@ -27,7 +27,7 @@ func registerAgentSandbox(fs *flag.FlagSet, o *agentsandbox.Options) {
 	if o.MaxExecTimeout == 0 {
 		o.MaxExecTimeout = agentsandbox.DefaultMaxExecTimeout
 	}
-	fs.StringVar(&o.WarmPool, "warm-pool", o.WarmPool, "agent-sandbox: SandboxWarmPool to claim sandboxes from")
+	fs.StringVar(&o.WarmPool, sandboxWarmPoolFlag, o.WarmPool, "agent-sandbox: name of the SandboxWarmPool to claim sandboxes from")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "agent-sandbox: namespace of the warm pool and claims")
 	fs.Func("label", "agent-sandbox: key=value label for every claim (repeatable)", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")

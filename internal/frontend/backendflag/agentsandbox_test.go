@@ -13,7 +13,7 @@ func TestAgentSandboxFlags(t *testing.T) {
 	var o agentsandbox.Options
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	registerAgentSandbox(fs, &o)
-	err := fs.Parse([]string{"--warm-pool=p", "--namespace=ns", "--label=a=1", "--label=b.io/c=2",
+	err := fs.Parse([]string{"--warm-pool-name=p", "--namespace=ns", "--label=a=1", "--label=b.io/c=2",
 		"--api-url=http://router:8080", "--ready-timeout=7s", "--max-exec-timeout=3m", "--kubeconfig=/k"})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.memoryMB, "memory-mb", local.DefaultMemoryBytes>>20, "local: memory limit of each sandbox, MiB")
 	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, fmt.Sprintf("local: limit on the processes and threads a sandbox's commands have alive at once (the sandbox's own %d tasks come on top)", local.OwnTasks))
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
-	fs.IntVar(&f.warmPool, "local-warm-pool", local.DefaultWarmPool, "local: sandboxes kept started ahead (the warm pool), so opening one is a claim; 0 disables")
+	fs.IntVar(&f.warmPool, localWarmPoolFlag, local.DefaultWarmPool, "local: how many sandboxes are kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
 	fs.Int64Var(&f.fileMB, "file-size-mb", local.DefaultFileSizeBytes>>20, "local: largest single file a sandbox's command may write, MiB (RLIMIT_FSIZE; a write past it ends the command with outcome file_size_limit)")
 	fs.IntVar(&f.Local.Connections, "connections", 0, fmt.Sprintf("local: TCP connections a sandbox may have open at once in its own network (default %d, at least %d; a connect past it is refused): connections waiting to be accepted cost the host memory no cgroup counts", local.DefaultConnections, local.MinConnections))
@@ -58,16 +58,36 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.modMB, "module-download-mb", modproxy.DefaultMaxDownloadBytes>>20, "local: with --allow-modules, the most the module proxy adds to the host module cache while this process runs, MiB; past it, versions not yet in the cache are refused")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
 	registerAgentSandbox(fs, &f.AgentSandbox)
+	deprecated(fs, "local-warm-pool", localWarmPoolFlag)
+	deprecated(fs, "warm-pool", sandboxWarmPoolFlag)
 	return f
 }
 
-// maxWarmPool bounds --local-warm-pool: each pool sandbox is a few
+// The two warm pools' flags: the local backend's is a count of started
+// sandboxes, agent-sandbox's the name of a SandboxWarmPool.
+const (
+	localWarmPoolFlag   = "local-warm-pool-size"
+	sandboxWarmPoolFlag = "warm-pool-name"
+)
+
+// deprecated registers old as an alias of the flag now: it still sets it,
+// and says once per use, on fs's output, which name to use instead.
+func deprecated(fs *flag.FlagSet, old, now string) {
+	target := fs.Lookup(now)
+	fs.Func(old, "deprecated: use --"+now, func(v string) error {
+		fmt.Fprintf(fs.Output(), "warning: --%s is deprecated; use --%s\n", old, now)
+		return target.Value.Set(v)
+	})
+}
+
+// maxWarmPool bounds --local-warm-pool-size: each pool sandbox is a few
 // processes and ~10 MiB kept running.
 const maxWarmPool = 64
 
 // New builds the backend the flags name. logger receives the backend's
 // logs. Errors name the bad flag; a backend that cannot run here gives an
-// error wrapping goruntime.ErrUnavailable that names the fix.
+// error wrapping goruntime.ErrUnavailable that names the fix, with the
+// flags for the backend's Options fields (Explain).
 func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend, error) {
 	switch f.Backend {
 	case Local:
@@ -78,7 +98,7 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 		opts.Logger = logger
 		b, err := local.New(opts)
 		if err != nil {
-			return nil, err
+			return nil, f.Explain(err)
 		}
 		return b, nil
 	case AgentSandbox:
@@ -86,7 +106,7 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 		opts.Logger = logger
 		b, err := agentsandbox.New(ctx, opts)
 		if err != nil {
-			return nil, err
+			return nil, f.Explain(err)
 		}
 		return b, nil
 	default:
@@ -107,7 +127,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 		return local.Options{}, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
 	}
 	if f.warmPool < 0 || f.warmPool > maxWarmPool {
-		return local.Options{}, fmt.Errorf("--local-warm-pool=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
+		return local.Options{}, fmt.Errorf("--"+localWarmPoolFlag+"=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)
 	}
 	if f.modMB <= 0 {
 		return local.Options{}, fmt.Errorf("--module-download-mb=%d: must be positive", f.modMB)
@@ -129,7 +149,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 	}
 	relax, err := local.ParseRelax(f.relax)
 	if err != nil {
-		return local.Options{}, err
+		return local.Options{}, fmt.Errorf("--relax=%q: %w", f.relax, err)
 	}
 	opts := f.Local
 	if f.modules != "" {

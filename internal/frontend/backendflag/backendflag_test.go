@@ -2,12 +2,15 @@ package backendflag
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -56,5 +59,91 @@ func TestFileSizeFlag(t *testing.T) {
 	}
 	if _, err := parse(t, "--file-size-mb=0").localOptions(); err == nil || !strings.Contains(err.Error(), "--file-size-mb") {
 		t.Fatalf("--file-size-mb=0: %v; want an error naming the flag", err)
+	}
+}
+
+// TestWarmPoolFlags: --local-warm-pool-size is the local backend's count,
+// --warm-pool-name agent-sandbox's pool; the old names still set them and
+// print a one-line notice naming the new one.
+func TestWarmPoolFlags(t *testing.T) {
+	o, err := parse(t, "--local-warm-pool-size=3").localOptions()
+	if err != nil || o.WarmPool != 3 {
+		t.Fatalf("--local-warm-pool-size=3: %d, %v", o.WarmPool, err)
+	}
+	if f := parse(t, "--warm-pool-name=p"); f.AgentSandbox.WarmPool != "p" {
+		t.Fatalf("--warm-pool-name=p: %q", f.AgentSandbox.WarmPool)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	f := Register(fs)
+	if err := fs.Parse([]string{"--local-warm-pool=0", "--warm-pool=old"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err = f.localOptions()
+	if err != nil || o.WarmPool != -1 || f.AgentSandbox.WarmPool != "old" {
+		t.Fatalf("old names: local %d, agent-sandbox %q, %v; want -1 (off) and old", o.WarmPool, f.AgentSandbox.WarmPool, err)
+	}
+	want := "warning: --local-warm-pool is deprecated; use --local-warm-pool-size\n" +
+		"warning: --warm-pool is deprecated; use --warm-pool-name\n"
+	if out.String() != want {
+		t.Errorf("notices %q, want %q", out.String(), want)
+	}
+}
+
+// TestExplainNamesRegisteredFlags: every flag Explain names is one
+// Register adds, and each backend's Options field maps to its own flag.
+func TestExplainNamesRegisteredFlags(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	Register(fs)
+	for _, table := range []map[string]string{localFlagOf, agentSandboxFlagOf} {
+		for field, fl := range table {
+			name, _, _ := strings.Cut(strings.TrimPrefix(fl, "--"), "=")
+			if fs.Lookup(name) == nil {
+				t.Errorf("Options.%s: flag %s is not registered", field, fl)
+			}
+		}
+	}
+	for _, name := range local.RelaxNames {
+		found := false
+		for _, fl := range localFlagOf {
+			found = found || fl == "--relax="+name
+		}
+		if !found {
+			t.Errorf("no Relax field explained as --relax=%s", name)
+		}
+	}
+}
+
+// TestExplain: Options fields in a backend's error become flags, per
+// backend; the result still wraps the error.
+func TestExplain(t *testing.T) {
+	base := fmt.Errorf("local backend: disk quota 1 bytes (Options.DiskBytes, 0 MiB); relax it (Options.Relax.DiskQuota) or see local.Options.AllowModules and Options.Nope: %w", goruntime.ErrUnavailable)
+	got := parse(t).Explain(base)
+	want := "local backend: disk quota 1 bytes (--disk-mb, 0 MiB); relax it (--relax=disk) or see --allow-modules and Options.Nope: " + goruntime.ErrUnavailable.Error()
+	if got.Error() != want {
+		t.Errorf("local:\n got %s\nwant %s", got, want)
+	}
+	if !errors.Is(got, goruntime.ErrUnavailable) {
+		t.Error("the explained error no longer wraps ErrUnavailable")
+	}
+	as := parse(t, "--backend=agent-sandbox")
+	if got := as.ExplainText("(Options.WarmPool) or set Options.Connectivity=in-cluster-pod-ip"); got != "(--warm-pool-name) or set --connectivity=in-cluster-pod-ip" {
+		t.Errorf("agent-sandbox: %s", got)
+	}
+	if got := parse(t).ExplainText("Options.WarmPool"); got != "--local-warm-pool-size" {
+		t.Errorf("local WarmPool: %s", got)
+	}
+	if parse(t).Explain(nil) != nil {
+		t.Error("Explain(nil) != nil")
+	}
+}
+
+// TestNewErrorsNameFlags: an Options check inside local.New reaches the
+// user as the flag to change.
+func TestNewErrorsNameFlags(t *testing.T) {
+	_, err := parse(t, "--memory-mb=8").New(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "--memory-mb") || strings.Contains(err.Error(), "Options.") {
+		t.Fatalf("--memory-mb=8: %v; want an error naming --memory-mb, not the Options field", err)
 	}
 }

@@ -5,16 +5,17 @@ import (
 	"testing"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
 // BenchmarkOverhead measures what the MCP layer adds to one call, in
-// process (in-memory transport, hostBackend, a command that does nothing):
+// process (in-memory transport, goruntimetest backend, a command that does nothing):
 // "direct" is Session.Execute, "mcp" the same through run_go_code.
 func BenchmarkOverhead(b *testing.B) {
 	ctx := context.Background()
 	files := map[string]any{"main.go": "package main\n\nfunc main() {}\n"}
 	b.Run("direct", func(b *testing.B) {
-		sess, err := goruntime.Open(ctx, newHostBackend(b.TempDir()), goruntime.Options{})
+		sess, err := goruntime.Open(ctx, goruntimetest.New(b.TempDir()), goruntime.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -27,7 +28,7 @@ func BenchmarkOverhead(b *testing.B) {
 		}
 	})
 	b.Run("mcp", func(b *testing.B) {
-		s, err := New(Config{Backend: newHostBackend(b.TempDir())})
+		s, err := New(Config{Backend: goruntimetest.New(b.TempDir())})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -210,7 +211,7 @@ func (s *Server) checkGoCode(ctx context.Context, req *mcp.CallToolRequest, in C
 	})
 	if err != nil {
 		s.log.Warn("check_go_code failed", "err", err)
-		return nil, CheckOutput{}, describe(err)
+		return nil, CheckOutput{}, sessions.Describe(err)
 	}
 	ds, left := mcpDiagnostics(res.Diagnostics)
 	diff, _ := goruntime.HeadTail(res.GofmtDiff, maxMCPGofmtDiff, maxMCPGofmtDiff)

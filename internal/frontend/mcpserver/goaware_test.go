@@ -10,7 +10,7 @@ import (
 )
 
 // The Go-aware fields of run_go_code and the check_go_code tool, through
-// the real MCP client (hostBackend runs the host's go).
+// the real MCP client (goruntimetest runs the host's go).
 
 const goawareTest = `package calc
 
@@ -145,7 +145,9 @@ func TestCheckGoCode(t *testing.T) {
 	if !strings.Contains(out.GofmtDiff, "+func F() int { return 1 }") || !strings.Contains(text(res), "--- gofmt -d ---") {
 		t.Errorf("gofmt diff: %q", out.GofmtDiff)
 	}
-	if _, err := os.Stat(filepath.Join(hb.root, out.SandboxID, "ran")); err == nil || out.SandboxID == "" {
+	if sb := hb.Sandbox(out.SandboxID); sb == nil {
+		t.Errorf("check_go_code answered with sandbox %q, which is not open", out.SandboxID)
+	} else if _, err := os.Stat(filepath.Join(sb.Dir(), "ran")); err == nil {
 		t.Error("check_go_code ran the program's init")
 	}
 	res = call(t, cs, "check_go_code", map[string]any{"packages": []any{"-toolexec=evil"}})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Lis
 	case errors.Is(err, goruntime.ErrNotExist):
 		return nil, ListOutput{}, fmt.Errorf("list %s: no such directory under /app", root)
 	case err != nil:
-		return nil, ListOutput{}, describe(err) // the library names the operation and the path
+		return nil, ListOutput{}, sessions.Describe(err) // the library names the operation and the path
 	}
 	if in.Recursive {
 		slices.SortFunc(out.Entries, func(a, b ListEntry) int { return strings.Compare(a.Path, b.Path) })

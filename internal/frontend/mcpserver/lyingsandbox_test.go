@@ -4,38 +4,40 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
-// lyingBackend hands out hostBackend sandboxes whose listings say every
+// lyingBackend hands out goruntimetest sandboxes whose listings say every
 // file is 10 bytes long, as a sandbox whose server was replaced by a
 // command can, and that fetch ranges themselves (goruntime.RangeReader),
 // as the local backend's do. It records the bytes each read asked for.
 type lyingBackend struct {
-	*hostBackend
+	*goruntimetest.Backend
 	wholeReads  atomic.Int64 // ReadFile calls
 	largestWant atomic.Int64 // the largest n a ReadFileRange asked for
 }
 
 func (b *lyingBackend) Open(ctx context.Context) (goruntime.Sandbox, error) {
-	sb, err := b.hostBackend.Open(ctx)
+	sb, err := b.Backend.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &lyingSandbox{hostSandbox: sb.(*hostSandbox), b: b}, nil
+	return &lyingSandbox{Sandbox: sb.(*goruntimetest.Sandbox), b: b}, nil
 }
 
 type lyingSandbox struct {
-	*hostSandbox
+	*goruntimetest.Sandbox
 	b *lyingBackend
 }
 
 func (s *lyingSandbox) List(ctx context.Context, p string) ([]goruntime.FileInfo, error) {
-	infos, err := s.hostSandbox.List(ctx, p)
+	infos, err := s.Sandbox.List(ctx, p)
 	for i := range infos {
 		if !infos[i].IsDir {
 			infos[i].Size = 10
@@ -46,18 +48,17 @@ func (s *lyingSandbox) List(ctx context.Context, p string) ([]goruntime.FileInfo
 
 func (s *lyingSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	s.b.wholeReads.Add(1)
-	return s.hostSandbox.ReadFile(ctx, p)
+	return s.Sandbox.ReadFile(ctx, p)
 }
 
 func (s *lyingSandbox) ReadFileRange(ctx context.Context, p string, off int64, n int) ([]byte, error) {
 	if int64(n) > s.b.largestWant.Load() {
 		s.b.largestWant.Store(int64(n))
 	}
-	full, err := s.resolve(p)
-	if err != nil {
+	if err := goruntime.CheckPath(p); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(full)
+	f, err := os.Open(filepath.Join(s.Dir(), p))
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (s *lyingSandbox) ReadFileRange(ctx context.Context, p string, off int64, n
 // goruntime.MaxReadFileBytes: 634 MB of host memory for a file served as
 // 256 MiB), and reports the file as larger than shown.
 func TestReadFileAsksOnlyForWhatItShows(t *testing.T) {
-	lb := &lyingBackend{hostBackend: newHostBackend(t.TempDir())}
+	lb := &lyingBackend{Backend: goruntimetest.New(t.TempDir())}
 	s, _ := newTestServer(t, Config{Backend: lb})
 	cs := connectMemory(t, s, nil)
 	out := runOut(t, call(t, cs, "run_go_code", map[string]any{"command": "head -c 8388608 /dev/zero | tr '\\0' y > big"}))

@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/metricfamily"
 )
 
 // Tool call outcomes, the "outcome" label of mcp_tool_calls_total.
@@ -19,12 +19,14 @@ const (
 )
 
 // metrics are the MCP server's Prometheus metrics (mcp-server
-// --metrics-addr serves them). Each Server has its own registry.
+// --metrics-addr serves them), with the Go runtime's and the process's
+// (go_*, process_*). Each Server has its own sets; the library is the
+// runtime server's (internal/metricfamily says why).
 type metrics struct {
-	reg       *prometheus.Registry
-	calls     *prometheus.CounterVec   // tool, outcome
-	callTime  *prometheus.HistogramVec // tool
-	openTime  *prometheus.HistogramVec // outcome
+	calls     *metricfamily.Family // tool, outcome
+	callTime  *metricfamily.Family // tool
+	openTime  *metricfamily.Family // outcome
+	open      *metricfamily.Family
 	openCount func() int
 }
 
@@ -32,29 +34,16 @@ var latencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 
 func newMetrics(open func() int) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcp_tool_calls_total",
-			Help: "Tool calls, by tool and outcome (ok; tool_error: the result has isError; error: a protocol error).",
-		}, []string{"tool", "outcome"}),
-		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcp_tool_call_duration_seconds",
-			Help:    "Wall time of each tool call, including a sandbox open it waited for, by tool.",
-			Buckets: latencyBuckets,
-		}, []string{"tool"}),
-		openTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcp_sandbox_open_duration_seconds",
-			Help:    "Time to open (or attach to) a sandbox, by outcome (ok, error).",
-			Buckets: latencyBuckets,
-		}, []string{"outcome"}),
+		calls: metricfamily.New("mcp_tool_calls_total",
+			"Tool calls, by tool and outcome (ok; tool_error: the result has isError; error: a protocol error).", "counter"),
+		callTime: metricfamily.New("mcp_tool_call_duration_seconds",
+			"Wall time of each tool call, including a sandbox open it waited for, by tool.", "histogram"),
+		openTime: metricfamily.New("mcp_sandbox_open_duration_seconds",
+			"Time to open (or attach to) a sandbox, by outcome (ok, error).", "histogram"),
+		open:      metricfamily.New("mcp_sandboxes_open", "Sandboxes open (or opening) now.", "gauge"),
 		openCount: open,
 	}
-	m.reg.MustRegister(m.calls, m.callTime, m.openTime,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "mcp_sandboxes_open",
-			Help: "Sandboxes open (or opening) now.",
-		}, func() float64 { return float64(m.openCount()) }),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.open.Set.NewGauge(m.open.Name, func() float64 { return float64(m.openCount()) })
 	return m
 }
 
@@ -71,14 +60,14 @@ func (m *metrics) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		start := time.Now()
 		res, err := next(ctx, method, req)
-		m.callTime.WithLabelValues(tool).Observe(time.Since(start).Seconds())
+		m.callTime.Set.GetOrCreatePrometheusHistogramExt(m.callTime.Sample("tool", tool), latencyBuckets).UpdateDuration(start)
 		outcome := callOK
 		if err != nil {
 			outcome = callError
 		} else if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
 			outcome = callToolError
 		}
-		m.calls.WithLabelValues(tool, outcome).Inc()
+		m.calls.Set.GetOrCreateCounter(m.calls.Sample("tool", tool, "outcome", outcome)).Inc()
 		return res, err
 	}
 }
@@ -88,12 +77,19 @@ func (m *metrics) opened(d time.Duration, err error) {
 	if err != nil {
 		outcome = "error"
 	}
-	m.openTime.WithLabelValues(outcome).Observe(d.Seconds())
+	m.openTime.Set.GetOrCreatePrometheusHistogramExt(m.openTime.Sample("outcome", outcome), latencyBuckets).Update(d.Seconds())
 }
 
 // MetricsHandler serves the server's metrics in the Prometheus text format.
 func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+	m := s.metrics
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", metricfamily.ContentType)
+		for _, f := range []*metricfamily.Family{m.calls, m.callTime, m.open, m.openTime} {
+			f.Write(w)
+		}
+		vm.WriteProcessMetrics(w)
+	})
 }
 
 // knownTool reports whether name is one of the tools this server has.

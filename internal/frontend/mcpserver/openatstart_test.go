@@ -11,13 +11,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
-// slowBackend is a hostBackend whose Open takes a while and reports its
+// slowBackend is a goruntimetest backend whose Open takes a while and reports its
 // progress at each step, as the local backend does while it builds its
 // seed build cache.
 type slowBackend struct {
-	*hostBackend
+	*goruntimetest.Backend
 	steps int
 	every time.Duration
 }
@@ -31,7 +32,7 @@ func (b *slowBackend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 			return nil, ctx.Err()
 		}
 	}
-	return b.hostBackend.Open(ctx)
+	return b.Backend.Open(ctx)
 }
 
 // serveStdio runs s.ServeStdio over pipes and returns a connected client;
@@ -61,12 +62,12 @@ func serveStdio(t *testing.T, s *Server, opts *mcp.ClientOptions) *mcp.ClientSes
 func TestOpenAtStart(t *testing.T) {
 	s, hb := newTestServer(t, Config{OpenAtStart: true})
 	cs := serveStdio(t, s, nil)
-	waitFor(t, func() bool { return hb.opened.Load() == 1 && s.OpenSandboxes() == 1 })
+	waitFor(t, func() bool { return hb.Opened() == 1 && s.OpenSandboxes() == 1 })
 	out := runOut(t, call(t, cs, "run_go_code", map[string]any{"command": "echo hi"}))
 	if out.Stdout != "hi\n" || out.SandboxID != "sb1" {
 		t.Errorf("first call: %+v, want it to run in the sandbox opened at startup (sb1)", out)
 	}
-	if n := hb.opened.Load(); n != 1 {
+	if n := hb.Opened(); n != 1 {
 		t.Errorf("%d sandboxes opened, want the one opened at startup", n)
 	}
 }
@@ -110,7 +111,7 @@ func hasStep(msgs []string, step string) bool {
 // TestOpenProgressNotifications: a call that opens the sandbox passes the
 // backend's progress on as MCP progress notifications.
 func TestOpenProgressNotifications(t *testing.T) {
-	sb := &slowBackend{hostBackend: newHostBackend(t.TempDir()), steps: 3, every: 300 * time.Millisecond}
+	sb := &slowBackend{Backend: goruntimetest.New(t.TempDir()), steps: 3, every: 300 * time.Millisecond}
 	s, _ := newTestServer(t, Config{Backend: sb, ProgressInterval: 50 * time.Millisecond})
 	opts, msgs := progressClient()
 	cs := connectMemory(t, s, opts)
@@ -126,7 +127,7 @@ func TestOpenProgressNotifications(t *testing.T) {
 // TestOpenAtStartProgressToWaitingCall: a first call that arrives while
 // the startup open runs waits for it and gets its progress.
 func TestOpenAtStartProgressToWaitingCall(t *testing.T) {
-	sb := &slowBackend{hostBackend: newHostBackend(t.TempDir()), steps: 3, every: 300 * time.Millisecond}
+	sb := &slowBackend{Backend: goruntimetest.New(t.TempDir()), steps: 3, every: 300 * time.Millisecond}
 	s, _ := newTestServer(t, Config{Backend: sb, OpenAtStart: true, ProgressInterval: 50 * time.Millisecond})
 	opts, msgs := progressClient()
 	cs := serveStdio(t, s, opts)
@@ -135,7 +136,7 @@ func TestOpenAtStartProgressToWaitingCall(t *testing.T) {
 	if !hasStep(got, "3/3") {
 		t.Errorf("the waiting call got no notification of the startup open's progress; got %q", got)
 	}
-	if n := sb.opened.Load(); n != 1 {
+	if n := sb.Opened(); n != 1 {
 		t.Errorf("%d sandboxes opened, want 1", n)
 	}
 }

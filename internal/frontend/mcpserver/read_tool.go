@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -42,7 +43,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 		return err
 	})
 	if err != nil {
-		return nil, ReadOutput{}, describe(err)
+		return nil, ReadOutput{}, sessions.Describe(err)
 	}
 	out := ReadOutput{Path: p, Size: size, Offset: in.Offset}
 	// A range may start or end inside a UTF-8 sequence: drop the pieces.

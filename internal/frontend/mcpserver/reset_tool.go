@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, _ s
 		return sess.Reset(ctx)
 	})
 	if err != nil {
-		return nil, ResetOutput{}, describe(err)
+		return nil, ResetOutput{}, sessions.Describe(err)
 	}
 	text := "/app is empty now; the Go build and module caches were kept"
 	if !out.Reset {

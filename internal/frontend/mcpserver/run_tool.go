@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -39,25 +40,25 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	}
 
 	prog := s.startProgress(ctx, req, timeout)
-	defer prog.stop()
+	defer prog.Stop()
 
 	var (
 		res    *goruntime.Result
 		sbID   string
 		reaped time.Duration
 	)
-	err := s.call(ctx, req, true, prog.say, func(sess *goruntime.Session, r time.Duration) error {
+	err := s.call(ctx, req, true, prog.Say, func(sess *goruntime.Session, r time.Duration) error {
 		reaped, sbID = r, sess.ID()
 		if s.cfg.Ephemeral {
 			if err := sess.Reset(ctx); err != nil {
 				return fmt.Errorf("empty /app before the call (--ephemeral): %w", err)
 			}
 		}
-		prog.say("running " + clip.String(in.Command, 80))
+		prog.Say("running " + clip.String(in.Command, 80))
 		req := goruntime.Request{Files: files, Command: in.Command, Timeout: timeout, GoVersion: in.GoVersion}
 		var err error
-		if prog.active() {
-			res, err = sess.ExecuteStream(ctx, req, prog.chunk)
+		if prog != nil {
+			res, err = sess.ExecuteStream(ctx, req, prog.Chunk)
 		} else {
 			// Nobody listens for progress: skip streaming, which costs a
 			// connection per call on some backends.
@@ -67,7 +68,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	})
 	if err != nil {
 		s.log.Warn("run_go_code failed", "command", clip.String(in.Command, 120), "err", err)
-		return nil, RunOutput{}, describeToolchain(describe(err))
+		return nil, RunOutput{}, describeToolchain(sessions.Describe(err))
 	}
 	out := RunOutput{
 		ExitCode:          res.ExitCode,

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/ratelog"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -23,7 +24,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	mcp  *mcp.Server
-	pool *pool
+	pool *sessions.Pool
 
 	metrics *metrics
 	calls   *inflight
@@ -50,7 +51,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
-	s.pool = newPool(cfg.Backend, &s.cfg, cfg.Logger)
+	s.metrics = newMetrics(func() int { return s.pool.Open() })
+	s.pool = sessions.New(sessions.Config{
+		Backend:      cfg.Backend,
+		Session:      cfg.Session,
+		OpenTimeout:  cfg.OpenTimeout,
+		Claim:        cfg.Claim,
+		Persistent:   cfg.Persistent,
+		MaxSandboxes: cfg.MaxSandboxes,
+		Logger:       cfg.Logger,
+		Opened:       s.metrics.opened,
+	})
 	s.mcp = mcp.NewServer(&mcp.Implementation{
 		Name:    "go-runtime-sandbox",
 		Title:   "Go runtime sandbox",
@@ -61,8 +72,6 @@ func New(cfg Config) (*Server, error) {
 		SupportedProtocolVersions: protocolVersions(),
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
-	s.metrics = newMetrics(s.pool.openCount)
-	s.pool.metrics = s.metrics
 	s.calls = newInflight()
 	// Outermost first: metrics see the answer a stopped call gets.
 	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware)
@@ -154,12 +163,8 @@ func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTrans
 // openAtStart opens the stdio session's sandbox ahead of the first call
 // (Config.OpenAtStart). A failure is logged; the first call tries again.
 func (s *Server) openAtStart(ctx context.Context) {
-	sl, err := s.pool.acquire(ctx, stdioKey, nil)
-	if err != nil {
-		return // shutting down already
-	}
-	defer s.pool.release(sl)
-	if _, err := s.pool.session(ctx, sl); err != nil && ctx.Err() == nil {
+	err := s.pool.OpenNow(ctx, sessions.ProcessKey)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, goruntime.ErrClosed) {
 		s.log.Warn("open the sandbox at startup; the first tool call will try again", "err", err)
 	}
 }
@@ -167,12 +172,7 @@ func (s *Server) openAtStart(ctx context.Context) {
 // attachClaim attaches the stdio session's slot to the sandbox
 // Config.Claim names.
 func (s *Server) attachClaim(ctx context.Context) error {
-	sl, err := s.pool.acquire(ctx, stdioKey, nil)
-	if err != nil {
-		return fmt.Errorf("attach --claim=%s: %w", s.cfg.Claim, err)
-	}
-	defer s.pool.release(sl)
-	if _, err := s.pool.session(ctx, sl); err != nil {
+	if err := s.pool.OpenNow(ctx, sessions.ProcessKey); err != nil {
 		if errors.Is(err, goruntime.ErrSandboxNotFound) {
 			return fmt.Errorf("--claim: %w (use an ID an earlier --persistent run logged; a server started without --persistent closes its sandbox on exit)", err)
 		}
@@ -228,7 +228,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	if s.cfg.IdleTTL > 0 {
-		go s.pool.runReaper(rctx, s.cfg.IdleTTL)
+		go s.pool.RunReaper(rctx, s.cfg.IdleTTL)
 	}
 
 	errc := make(chan error, 1)
@@ -265,11 +265,11 @@ func (s *Server) Close(ctx context.Context) error {
 // Reap closes the sandboxes idle for longer than ttl and returns how many
 // it closed. ServeHTTP runs it periodically with Config.IdleTTL.
 func (s *Server) Reap(ctx context.Context, ttl time.Duration) int {
-	return s.pool.reap(ctx, ttl)
+	return s.pool.Reap(ctx, ttl)
 }
 
 // OpenSandboxes reports how many sandboxes the server holds open.
-func (s *Server) OpenSandboxes() int { return s.pool.openCount() }
+func (s *Server) OpenSandboxes() int { return s.pool.Open() }
 
 // sdkLogger is the logger handed to the MCP SDK, which logs every session
 // start and end at info: those show at debug level, SDK warnings and

@@ -20,11 +20,12 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
 // These tests drive the server through the real MCP SDK client, over the
 // SDK's in-memory transport (as stdio) and over real Streamable HTTP, with
-// hostBackend standing in for a sandbox backend. cmd/mcp-server's tests
+// goruntimetest.Backend standing in for a sandbox backend. cmd/mcp-server's tests
 // run the built binary against the real local backend.
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -34,11 +35,11 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func newTestServer(t *testing.T, cfg Config) (*Server, *hostBackend) {
+func newTestServer(t *testing.T, cfg Config) (*Server, *goruntimetest.Backend) {
 	t.Helper()
-	hb, _ := cfg.Backend.(*hostBackend)
+	hb, _ := cfg.Backend.(*goruntimetest.Backend)
 	if cfg.Backend == nil {
-		hb = newHostBackend(t.TempDir())
+		hb = goruntimetest.New(t.TempDir())
 		cfg.Backend = hb
 	}
 	cfg.Logger = testLogger(t)
@@ -155,7 +156,7 @@ func TestToolsListed(t *testing.T) {
 func TestRunPersistsStateAndReportsFailures(t *testing.T) {
 	s, hb := newTestServer(t, Config{})
 	cs := connectMemory(t, s, nil)
-	if hb.opened.Load() != 0 {
+	if hb.Opened() != 0 {
 		t.Fatal("sandbox opened before the first call")
 	}
 	res := call(t, cs, "run_go_code", map[string]any{
@@ -182,7 +183,7 @@ func TestRunPersistsStateAndReportsFailures(t *testing.T) {
 	if !strings.Contains(text(res), "exit code 3") {
 		t.Fatalf("text: %s", text(res))
 	}
-	if n := hb.opened.Load(); n != 1 {
+	if n := hb.Opened(); n != 1 {
 		t.Fatalf("opened %d sandboxes, want 1", n)
 	}
 }
@@ -220,7 +221,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	if res.IsError || runOut(t, res).Stdout != "ok\n" {
 		t.Fatalf("after bad input: %s", text(res))
 	}
-	if n := hb.opened.Load(); n != 1 {
+	if n := hb.Opened(); n != 1 {
 		t.Fatalf("opened %d sandboxes, want 1", n)
 	}
 }
@@ -279,7 +280,7 @@ func TestReadFileIsBounded(t *testing.T) {
 	cs := connectMemory(t, s, nil)
 	out := runOut(t, call(t, cs, "run_go_code", map[string]any{"command": "truncate -s 64M sparse && head -c 1000000 /dev/zero | tr '\\0' y > text"}))
 	res := call(t, cs, "read_file", map[string]any{"path": "sparse"})
-	if got := b.sandbox(out.SandboxID).largestRead.Load(); got > maxReadBytes {
+	if got := b.Sandbox(out.SandboxID).LargestRead(); got > maxReadBytes {
 		t.Errorf("read_file of a 64 MiB file downloaded %d bytes whole; want at most %d", got, maxReadBytes)
 	}
 	ro := readOut(t, res)
@@ -302,7 +303,7 @@ func TestReadFileIsBounded(t *testing.T) {
 	if got.String() != strings.Repeat("y", 1000000) {
 		t.Errorf("parts joined = %d bytes, want the file's 1000000 'y'", got.Len())
 	}
-	if got := b.sandbox(out.SandboxID).largestRead.Load(); got > maxReadBytes {
+	if got := b.Sandbox(out.SandboxID).LargestRead(); got > maxReadBytes {
 		t.Errorf("reading in parts downloaded %d bytes whole; want at most %d", got, maxReadBytes)
 	}
 }
@@ -361,9 +362,9 @@ func TestLimitOutcomeIsAnError(t *testing.T) {
 	if out := runOut(t, first); first.IsError || out.Outcome != "ok" {
 		t.Fatalf("true: isError=%v outcome %s", first.IsError, out.Outcome)
 	}
-	sb := b.sandbox(runOut(t, first).SandboxID)
+	sb := b.Sandbox(runOut(t, first).SandboxID)
 	for _, l := range []goruntime.Limit{goruntime.LimitProcesses, goruntime.LimitFileSize, goruntime.LimitOutput} {
-		sb.limit.Store(&l)
+		sb.SetLimit(l)
 		res := call(t, cs, "run_go_code", map[string]any{"command": "true"})
 		if out := runOut(t, res); !res.IsError || out.ExitCode != 0 || out.Outcome == "ok" {
 			t.Errorf("limit %s with exit 0: isError=%v exit %d outcome %s; want isError with the limit's outcome", l, res.IsError, out.ExitCode, out.Outcome)
@@ -375,8 +376,8 @@ func TestResetKeepsSessionEmptiesApp(t *testing.T) {
 	s, hb := newTestServer(t, Config{})
 	cs := connectMemory(t, s, nil)
 	res := call(t, cs, "reset_sandbox", nil)
-	if res.IsError || !strings.Contains(text(res), "nothing to reset") || hb.opened.Load() != 0 {
-		t.Fatalf("reset before any sandbox: %q (opened %d)", text(res), hb.opened.Load())
+	if res.IsError || !strings.Contains(text(res), "nothing to reset") || hb.Opened() != 0 {
+		t.Fatalf("reset before any sandbox: %q (opened %d)", text(res), hb.Opened())
 	}
 	call(t, cs, "run_go_code", map[string]any{"files": map[string]any{"a/b.txt": "x"}, "command": "true"})
 	res = call(t, cs, "reset_sandbox", nil)
@@ -439,7 +440,11 @@ func TestCancellationKillsCommand(t *testing.T) {
 		errc <- err
 	}()
 	waitFor(t, func() bool {
-		_, err := os.Stat(filepath.Join(hb.root, "sb1", "started"))
+		sb := hb.Sandbox("sb1")
+		if sb == nil {
+			return false
+		}
+		_, err := os.Stat(filepath.Join(sb.Dir(), "started"))
 		return err == nil
 	})
 	cancel()
@@ -528,20 +533,20 @@ func TestDeadSandboxIsReplaced(t *testing.T) {
 	s, hb := newTestServer(t, Config{})
 	cs := connectMemory(t, s, nil)
 	out := runOut(t, call(t, cs, "run_go_code", map[string]any{"command": "true"}))
-	hb.sandbox(out.SandboxID).dead.Store(true)
+	hb.Sandbox(out.SandboxID).Kill()
 	res := call(t, cs, "run_go_code", map[string]any{"command": "true"})
 	if !res.IsError || !strings.Contains(text(res), "sandbox is gone") || !strings.Contains(text(res), "next call starts a new") {
 		t.Fatalf("call in a dead sandbox: %q", text(res))
 	}
 	res = call(t, cs, "run_go_code", map[string]any{"command": "true"})
-	if res.IsError || runOut(t, res).SandboxID == out.SandboxID || hb.opened.Load() != 2 {
-		t.Fatalf("call after the sandbox died: %q (opened %d)", text(res), hb.opened.Load())
+	if res.IsError || runOut(t, res).SandboxID == out.SandboxID || hb.Opened() != 2 {
+		t.Fatalf("call after the sandbox died: %q (opened %d)", text(res), hb.Opened())
 	}
 }
 
 // stuckBackend fails or hangs in Open.
 type stuckBackend struct {
-	hostBackend
+	goruntimetest.Backend
 	err error // returned by Open; nil means block until ctx is done
 }
 
@@ -565,7 +570,7 @@ func TestOpenFailuresAreExplained(t *testing.T) {
 	s2, _ := newTestServer(t, Config{Backend: &stuckBackend{}, OpenTimeout: 100 * time.Millisecond})
 	cs2 := connectMemory(t, s2, nil)
 	res = call(t, cs2, "run_go_code", map[string]any{"command": "true"})
-	if !res.IsError || !strings.Contains(text(res), "--open-timeout=100ms") {
+	if !res.IsError || !strings.Contains(text(res), "open timeout, 100ms") {
 		t.Fatalf("slow open: %q", text(res))
 	}
 	if s2.OpenSandboxes() != 0 {
@@ -574,12 +579,12 @@ func TestOpenFailuresAreExplained(t *testing.T) {
 }
 
 func TestClaimAndPersistent(t *testing.T) {
-	hb := newHostBackend(t.TempDir())
+	hb := goruntimetest.New(t.TempDir())
 	sb, err := hb.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(sb.(*hostSandbox).dir, "kept.txt"), []byte("still here"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(sb.(*goruntimetest.Sandbox).Dir(), "kept.txt"), []byte("still here"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := newTestServer(t, Config{Backend: hb, Claim: sb.ID(), Persistent: true})
@@ -592,8 +597,8 @@ func TestClaimAndPersistent(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if hb.closed.Load() != 0 || hb.liveCount() != 1 {
-		t.Fatalf("--persistent closed the sandbox (closed=%d live=%d)", hb.closed.Load(), hb.liveCount())
+	if hb.Closed() != 0 || hb.Live() != 1 {
+		t.Fatalf("--persistent closed the sandbox (closed=%d live=%d)", hb.Closed(), hb.Live())
 	}
 
 	s2, _ := newTestServer(t, Config{Backend: hb, Claim: "no-such-sandbox"})
@@ -635,7 +640,7 @@ func TestHandlerRefusesStdioOnlyOptions(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "Backend") {
 		t.Errorf("New without a backend: %v", err)
 	}
-	if _, err := New(Config{Backend: newHostBackend(t.TempDir()), DefaultTimeout: time.Minute, MaxTimeout: time.Second}); err == nil {
+	if _, err := New(Config{Backend: goruntimetest.New(t.TempDir()), DefaultTimeout: time.Minute, MaxTimeout: time.Second}); err == nil {
 		t.Error("New accepted a max timeout below the default")
 	}
 }
@@ -691,7 +696,7 @@ func TestHTTPSessionsAreIsolated(t *testing.T) {
 	}
 	// Ending a session (DELETE) closes its sandbox.
 	a.Close()
-	waitFor(t, func() bool { return hb.closed.Load() == 1 && s.OpenSandboxes() == 1 })
+	waitFor(t, func() bool { return hb.Closed() == 1 && s.OpenSandboxes() == 1 })
 }
 
 func TestHTTPIdleSandboxIsReaped(t *testing.T) {
@@ -703,8 +708,8 @@ func TestHTTPIdleSandboxIsReaped(t *testing.T) {
 		t.Fatalf("reaped %d sandboxes that were not idle", n)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := s.Reap(context.Background(), 10*time.Millisecond); n != 1 || hb.closed.Load() != 1 {
-		t.Fatalf("reaped %d (closed %d), want 1", n, hb.closed.Load())
+	if n := s.Reap(context.Background(), 10*time.Millisecond); n != 1 || hb.Closed() != 1 {
+		t.Fatalf("reaped %d (closed %d), want 1", n, hb.Closed())
 	}
 	res := call(t, a, "run_go_code", map[string]any{"command": "ls"})
 	out := runOut(t, res)
@@ -749,7 +754,7 @@ func TestServeStdioEndsSandbox(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("ServeStdio: %v", err)
 	}
-	if hb.closed.Load() != 1 || hb.liveCount() != 0 {
-		t.Fatalf("sandbox not closed when the client hung up (closed=%d)", hb.closed.Load())
+	if hb.Closed() != 1 || hb.Live() != 0 {
+		t.Fatalf("sandbox not closed when the client hung up (closed=%d)", hb.Closed())
 	}
 }

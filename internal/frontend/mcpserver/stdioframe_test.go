@@ -273,7 +273,7 @@ func TestStdioOversizeCallKeepsSession(t *testing.T) {
 	if res.IsError || after.Stdout != "still here\nkeep.txt\n" || after.SandboxID != out.SandboxID {
 		t.Fatalf("call after the refused one: isError=%v %+v; want keep.txt alone in sandbox %s", res.IsError, after, out.SandboxID)
 	}
-	if n := hb.opened.Load(); n != 1 {
+	if n := hb.Opened(); n != 1 {
 		t.Errorf("%d sandboxes opened, want the session's one", n)
 	}
 }

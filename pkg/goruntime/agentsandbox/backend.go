@@ -63,7 +63,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		var err error
 		k8s, err = sandbox.NewK8sHelper(cfg, log)
 		if err != nil {
-			return nil, fmt.Errorf("connect to Kubernetes (set --kubeconfig or KUBECONFIG, or run in a pod): %w: %w", goruntime.ErrUnavailable, err)
+			return nil, fmt.Errorf("connect to Kubernetes (set Options.Kubeconfig or KUBECONFIG, or run in a pod): %w: %w", goruntime.ErrUnavailable, err)
 		}
 	}
 	// Our own copy, so the caller's helper is not changed.
@@ -275,7 +275,7 @@ func (b *Backend) checkRouter(ctx context.Context) error {
 			}
 		}
 	}
-	return fmt.Errorf("no ready %s in namespace %s: port-forward mode needs the sandbox-router there (kubectl apply -n %s -k manifests/router; see docs/kubernetes.md), or pass --api-url / --gateway-name: %w",
+	return fmt.Errorf("no ready %s in namespace %s: port-forward mode needs the sandbox-router there (kubectl apply -n %s -k manifests/router; see docs/kubernetes.md), or set Options.APIURL or Options.GatewayName: %w",
 		routerService, ns, ns, goruntime.ErrUnavailable)
 }
 
@@ -309,7 +309,7 @@ func (b *Backend) explainTransport(err error) error {
 	case strings.Contains(msg, "no ready endpoints for "+routerService):
 		return fmt.Errorf("%w (install the sandbox-router in namespace %s, see docs/kubernetes.md): %w", err, b.opts.Namespace, goruntime.ErrUnavailable)
 	case errors.Is(err, sandbox.ErrPortForwardDied), strings.Contains(msg, "port-forward"):
-		return fmt.Errorf("%w (port-forward to %s/%s failed: check RBAC for pods/portforward, or use --api-url)", err, b.opts.Namespace, routerService)
+		return fmt.Errorf("%w (port-forward to %s/%s failed: check RBAC for pods/portforward, or set Options.APIURL)", err, b.opts.Namespace, routerService)
 	}
 	return err
 }

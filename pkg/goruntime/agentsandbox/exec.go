@@ -44,7 +44,7 @@ func (s *Sandbox) ExecStream(ctx context.Context, req goruntime.ExecRequest, onC
 		return nil, fmt.Errorf("exec in sandbox %s: %w", s.id, err)
 	}
 	if limit := s.b.opts.MaxExecTimeout; req.Timeout > limit {
-		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout, --max-exec-timeout)", req.Timeout, limit)
+		return nil, fmt.Errorf("exec timeout %s is over this backend's limit %s (Options.MaxExecTimeout)", req.Timeout, limit)
 	}
 	if s.proc == nil {
 		return goruntime.ExecWhole(ctx, legacySandbox{s}, req, onChunk)
@@ -83,7 +83,7 @@ func (s *Sandbox) explainRPC(err error) error {
 		return fmt.Errorf("%w: %w", goruntime.ErrPathEscape, err)
 	case codes.Unavailable:
 		if s.b.opts.Connectivity == ConnectivityPortForward {
-			return fmt.Errorf("%w (over a port-forward to the pod; if its template uses gVisor (runtimeClassName gvisor), port-forwards into runsc pods fail: use --connectivity=%s from inside the cluster, or %s)",
+			return fmt.Errorf("%w (over a port-forward to the pod; if its template uses gVisor (runtimeClassName gvisor), port-forwards into runsc pods fail: set Options.Connectivity=%s from inside the cluster, or %s)",
 				err, ConnectivityInClusterPodIP, ConnectivityRouter)
 		}
 	}

@@ -229,7 +229,7 @@ func TestExplainRPCPortForwardHint(t *testing.T) {
 		if !errors.Is(err, goruntime.ErrSandboxGone) {
 			t.Errorf("%s: %v does not wrap ErrSandboxGone", conn, err)
 		}
-		if got := strings.Contains(err.Error(), "--connectivity="+ConnectivityInClusterPodIP); got != wantHint {
+		if got := strings.Contains(err.Error(), "Options.Connectivity="+ConnectivityInClusterPodIP); got != wantHint {
 			t.Errorf("%s: hint given = %v, want %v: %v", conn, got, wantHint, err)
 		}
 	}

@@ -138,7 +138,7 @@ func (p *procAPI) forward(ctx context.Context) (grpcAddr, restAddr string, err e
 	select {
 	case <-ready:
 	case err := <-failed:
-		return "", "", fmt.Errorf("port-forward to pod %s/%s (needs create on pods/portforward; or use --connectivity=in-cluster-pod-ip from inside the cluster): %w", o.Namespace, pod, err)
+		return "", "", fmt.Errorf("port-forward to pod %s/%s (needs create on pods/portforward; or set Options.Connectivity=in-cluster-pod-ip from inside the cluster): %w", o.Namespace, pod, err)
 	case <-ctx.Done():
 		close(stop)
 		return "", "", fmt.Errorf("port-forward to pod %s/%s not ready within %s: %w", o.Namespace, pod, portForwardTimeout, ctx.Err())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/corpus"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
 func TestLoadCorpus(t *testing.T) {
@@ -350,5 +351,39 @@ func TestRunSession(t *testing.T) {
 	s = goruntime.NewSession(fake, goruntime.Options{})
 	if _, err := corpus.RunSession(ctx, s, c); err == nil || !strings.Contains(err.Error(), "elided") {
 		t.Errorf("RunSession with a truncating session = %v, want an error about elided output", err)
+	}
+}
+
+// TestRunOnFakeBackend: Run runs each case on the host and in the
+// backend's sandboxes and counts the cases run and passed; with the fake
+// backend (the host itself) every case passes, two sandboxes are opened,
+// and all are closed when Run returns.
+func TestRunOnFakeBackend(t *testing.T) {
+	dir := t.TempDir()
+	for name, spec := range map[string]string{
+		"echo":  "note: prints\ncommand: echo hi; echo \"$X\" >&2\nenv: X=y\ncompare: stdout stderr\nexit: 0\noutcome: ok\n",
+		"exit3": "note: exits 3\ncommand: cat data.txt; exit 3\nexit: 3\noutcome: runtime_error\n",
+		"slow":  "note: slow\ncommand: true\nexit: 0\noutcome: ok\nslow: true\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, corpus.SpecFile), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "data.txt"), []byte("data of "+name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := goruntimetest.New(t.TempDir())
+	sum := corpus.Run(t, b, corpus.RunOptions{Dir: dir})
+	if sum != (corpus.Summary{Passed: 2, Total: 2}) {
+		t.Errorf("Run = %+v, want 2 of 2 (the slow case skipped)", sum)
+	}
+	if b.Opened() != 2 || b.Live() != 0 {
+		t.Errorf("opened %d sandboxes, %d still open; want 2 and 0", b.Opened(), b.Live())
+	}
+	if sum := corpus.Run(t, b, corpus.RunOptions{Dir: dir, Only: "exit", Sandboxes: 1}); sum != (corpus.Summary{Passed: 1, Total: 1}) {
+		t.Errorf("Run(Only: exit) = %+v, want 1 of 1", sum)
 	}
 }

@@ -1,19 +1,14 @@
 package corpus
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
 // Observed is what one run of a case produced, before normalization.
@@ -37,8 +32,8 @@ func HostGoEnv() []string {
 
 // RunHost is the oracle: it copies c into a fresh directory under tmp and
 // runs c.Script there with sh -c, the host's go command, HostGoEnv and
-// c.Env. On timeout the whole process
-// group is killed and the exit code is 124, as the runtime server does. It
+// c.Env (goruntimetest.RunCommand: on timeout the whole process group is
+// killed and the exit code is 124, as the runtime server does). It
 // returns the directory it ran in, to normalize paths in the output.
 func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) {
 	dir, err := os.MkdirTemp(tmp, c.Name+"-")
@@ -59,60 +54,10 @@ func RunHost(ctx context.Context, c Case, tmp string) (Observed, string, error) 
 		}
 	}
 
-	cmd := exec.Command("/bin/sh", "-c", c.Script())
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), HostGoEnv()...)
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return Observed{}, "", fmt.Errorf("oracle %s: start sh: %w", c.Name, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	timer := time.NewTimer(c.Timeout)
-	defer timer.Stop()
-	var waitErr error
-	timedOut := false
-	select {
-	case waitErr = <-done:
-	case <-timer.C:
-		timedOut = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		waitErr = <-done
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, ctx.Err())
-	}
-	// Children that outlived sh (a background process) die with the group.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-
-	er := &goruntime.ExecResult{
-		Stdout:   replaceInvalidUTF8(stdout.String()),
-		Stderr:   replaceInvalidUTF8(stderr.String()),
-		TimedOut: timedOut,
-		Duration: time.Since(start),
-	}
-	switch {
-	case timedOut:
-		er.ExitCode = wire.ExitTimedOut
-	case waitErr == nil:
-	default:
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return Observed{}, "", fmt.Errorf("oracle %s: wait sh: %w", c.Name, waitErr)
-		}
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			er.ExitCode = wire.SignalExitCode(int(ws.Signal()))
-		} else {
-			er.ExitCode = ee.ExitCode()
-		}
+	env := append(os.Environ(), HostGoEnv()...)
+	er, err := goruntimetest.RunCommand(ctx, dir, env, goruntime.ExecRequest{Command: c.Script(), Env: c.Env, Timeout: c.Timeout}, nil)
+	if err != nil {
+		return Observed{}, "", fmt.Errorf("oracle %s: %w", c.Name, err)
 	}
 	return Observed{
 		Stdout:   er.Stdout,
@@ -153,18 +98,4 @@ func RunSession(ctx context.Context, s *goruntime.Session, c Case) (Observed, er
 		Tests:       res.Tests,
 		Benchmarks:  res.Benchmarks,
 	}, nil
-}
-
-// replaceInvalidUTF8 replaces each byte that is not part of valid UTF-8 with
-// U+FFFD, as encoding/json does to the runtime server's output.
-func replaceInvalidUTF8(s string) string {
-	if strings.ToValidUTF8(s, "") == s {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		// Ranging over a string yields U+FFFD, width 1, for each bad byte.
-		b.WriteRune(r)
-	}
-	return b.String()
 }

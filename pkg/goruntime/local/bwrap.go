@@ -74,8 +74,6 @@ func (b *Backend) sandboxEnv() []string {
 		"GOFLAGS=-mod=mod",
 		"GOMAXPROCS=" + strconv.Itoa(procs),
 		"GOMEMLIMIT=" + strconv.FormatInt(o.MemoryBytes/10*9, 10),
-		"SANDBOX_BASE_DIR=" + appDir,
-		"SANDBOX_EXEC_TIMEOUT_SECONDS=" + strconv.FormatFloat(o.ExecTimeout.Seconds(), 'f', -1, 64),
 	}
 	// Each sandbox has its own writable module cache, filled from the
 	// host's cache (bound read-only, used as a file:// proxy) and, with
@@ -188,15 +186,23 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 		"--as-pid-1",
 		"--",
 		serverBin,
-		"--init",
-		"--lifeline-fd", strconv.Itoa(lifelineFD),
-		"--addr", "unix:"+runDir+"/"+socketName,
-		"--grpc-addr", "unix:"+runDir+"/"+grpcSocketName,
-		"--base-dir", appDir,
-		"--max-output-bytes", strconv.FormatInt(b.opts.OutputBytes, 10),
-		"--os-threads", strconv.Itoa(serverOSThreads),
 	)
-	return append(a, b.moduleRelayArgs()...), nil
+	return append(a, b.serverFlags().Args()...), nil
+}
+
+// serverFlags are the settings of a sandbox's runtime server.
+func (b *Backend) serverFlags() server.Flags {
+	f := server.Defaults()
+	f.Init = true
+	f.LifelineFD = lifelineFD
+	f.Addr = "unix:" + runDir + "/" + socketName
+	f.GRPCAddr = "unix:" + runDir + "/" + grpcSocketName
+	f.BaseDir = appDir
+	f.ExecTimeout.D = b.opts.ExecTimeout
+	f.MaxOutputBytes = b.opts.OutputBytes
+	f.OSThreads = serverOSThreads
+	b.moduleRelayFlags(&f)
+	return f
 }
 
 // writeEtc writes the sandbox's own passwd, group and hosts files.

@@ -178,8 +178,8 @@ func TestDiskRefusedWhenHostIsFull(t *testing.T) {
 	b := newBackend(t, opts)
 	_, err := goruntime.Open(context.Background(), b, goruntime.Options{})
 	if err == nil || !errors.Is(err, goruntime.ErrUnavailable) || !strings.Contains(err.Error(), "MiB free, less than one sandbox's disk quota") ||
-		!strings.Contains(err.Error(), "--disk-mb") {
-		t.Fatalf("Open with a disk quota of %d MiB: %v; want ErrUnavailable naming the free space and --disk-mb", opts.DiskBytes>>20, err)
+		!strings.Contains(err.Error(), "Options.DiskBytes") {
+		t.Fatalf("Open with a disk quota of %d MiB: %v; want ErrUnavailable naming the free space and Options.DiskBytes", opts.DiskBytes>>20, err)
 	}
 	if entries, _ := filepath.Glob(filepath.Join(state, "disks", "*.img")); len(entries) > 0 {
 		for _, e := range entries {

@@ -103,7 +103,7 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
-			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (--allow-modules=<pattern>, local.Options.AllowModules), "+
+			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (local.Options.AllowModules), "+
 			"or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
 	}
 }
@@ -114,21 +114,21 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 // commands.
 func (b *Backend) limitNote(l goruntime.Limit) string {
 	if l == goruntime.LimitFileSize {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes, --file-size-mb); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
 	}
 	if l == goruntime.LimitProcesses {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes, --processes); what the command left running was killed.]\n", b.opts.Processes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", b.opts.Processes)
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes, --memory-mb); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
 }
 
 // diskNote is the note appended to a command's stderr when it ran the
 // sandbox's disk out of bytes or inodes.
 func (b *Backend) diskNote(u disk.Usage) string {
 	if u.FreeInodes == 0 {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes, --disk-inodes); delete files to go on.]\n", b.opts.DiskInodes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes); delete files to go on.]\n", b.opts.DiskInodes)
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes, --disk-mb) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
 }
 
 // fileTableShare is how much of the host's open-file table one sandbox may
@@ -201,6 +201,6 @@ func fileTableProblem(memoryBytes, fileMax int64) *Protection {
 			"more than a quarter of the host's table: it would keep every other process from opening files",
 			fileMax, memoryBytes>>20, memoryBytes/mappedFileBytes),
 		Fix: fmt.Sprintf("raise it as systemd does at every boot: sudo scripts/host-setup.sh (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
-			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, --memory-mb); or relax it (Options.Relax.FileTable, --relax=filetable)",
+			"or lower the memory limit to at most %d MiB (Options.MemoryBytes); or relax it (Options.Relax.FileTable)",
 			systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
 }

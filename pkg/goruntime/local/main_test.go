@@ -22,6 +22,9 @@ var serverPath string
 const helperEnv = "LOCAL_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	// TestExecStreamReExecutedServer's sandbox runs this binary as its
+	// server.
+	local.ServeIfChild()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -67,10 +68,10 @@ func (b *Backend) setupModuleProxy() error {
 		Allow:    b.opts.AllowModules,
 		ModCache: b.modCache,
 		Source:   modproxy.GoCommand{Go: filepath.Join(b.goroot, "bin", "go"), Env: env, Dir: work},
-		Setting:  "--allow-modules=%s (local.Options.AllowModules)",
+		Setting:  "%s (local.Options.AllowModules)",
 		// 0: modproxy's default.
 		MaxDownloadBytes: b.opts.ModuleDownloadBytes,
-		BudgetSetting:    "--module-download-mb, local.Options.ModuleDownloadBytes",
+		BudgetSetting:    "local.Options.ModuleDownloadBytes",
 		Logger:           b.opts.Logger.With(slog.String("component", "modproxy")),
 	})
 	if err != nil {
@@ -162,10 +163,10 @@ func (b *Backend) moduleEnv() []string {
 	}
 }
 
-// moduleRelayArgs are the runtime server's flags for the relay.
-func (b *Backend) moduleRelayArgs() []string {
+// moduleRelayFlags sets the runtime server's relay to the module proxy.
+func (b *Backend) moduleRelayFlags(f *server.Flags) {
 	if b.modules.proxy == nil {
-		return nil
+		return
 	}
-	return []string{"--module-relay-addr", moduleRelayAddr, "--module-relay-socket", runDir + "/" + modProxySockName}
+	f.ModuleRelayAddr, f.ModuleRelaySocket = moduleRelayAddr, runDir+"/"+modProxySockName
 }

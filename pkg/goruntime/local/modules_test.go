@@ -122,7 +122,7 @@ func TestModulesOnDemand(t *testing.T) {
 	if res.ExitCode == 0 {
 		t.Fatalf("module outside the allowlist was served: %s", res.Stdout)
 	}
-	for _, want := range []string{"not in this sandbox's module allowlist", "--allow-modules=github.com/google/go-cmp (local.Options.AllowModules)", "(allowed: " + allowedModule + ")"} {
+	for _, want := range []string{"not in this sandbox's module allowlist", "add a pattern: github.com/google/go-cmp (local.Options.AllowModules)", "(allowed: " + allowedModule + ")"} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("refusal does not say %q:\n%s", want, res.Stderr)
 		}
@@ -228,8 +228,8 @@ func TestModulesOnDemandOptions(t *testing.T) {
 	} {
 		opts := testOptions()
 		opts.AllowModules, opts.Network = o.AllowModules, o.Network
-		if _, err := local.New(opts); err == nil || !strings.Contains(err.Error(), "--allow-modules") {
-			t.Errorf("New(AllowModules %q, Network %v) = %v; want an error naming --allow-modules", o.AllowModules, o.Network, err)
+		if _, err := local.New(opts); err == nil || !strings.Contains(err.Error(), "Options.AllowModules") {
+			t.Errorf("New(AllowModules %q, Network %v) = %v; want an error naming Options.AllowModules", o.AllowModules, o.Network, err)
 		}
 	}
 }

@@ -246,35 +246,35 @@ const serverOSThreads = 16
 func (o Options) validate() error {
 	switch {
 	case o.MemoryBytes < MinMemoryBytes:
-		return fmt.Errorf("local backend: memory limit %d bytes (Options.MemoryBytes, --memory-mb=%d) is below the minimum of %d MiB: "+
+		return fmt.Errorf("local backend: memory limit %d bytes (Options.MemoryBytes, %d MiB) is below the minimum of %d MiB: "+
 			"the runtime server and the sandbox's shells need about that much before any command runs",
 			o.MemoryBytes, o.MemoryBytes>>20, MinMemoryBytes>>20)
 	case o.Processes < MinProcesses:
-		return fmt.Errorf("local backend: process limit %d (Options.Processes, --processes) is below the minimum of %d: "+
+		return fmt.Errorf("local backend: process limit %d (Options.Processes) is below the minimum of %d: "+
 			"a shell and a small Go program need about that many tasks (processes and threads)", o.Processes, MinProcesses)
 	case o.OpenFiles < MinOpenFiles:
-		return fmt.Errorf("local backend: open-file limit %d (Options.OpenFiles, --open-files) is below the minimum of %d: "+
+		return fmt.Errorf("local backend: open-file limit %d (Options.OpenFiles) is below the minimum of %d: "+
 			"the go command, the compiler and the linker need about that many at once", o.OpenFiles, MinOpenFiles)
 	case o.Connections < MinConnections:
-		return fmt.Errorf("local backend: connection limit %d (Options.Connections, --connections) is below the minimum of %d: "+
+		return fmt.Errorf("local backend: connection limit %d (Options.Connections) is below the minimum of %d: "+
 			"a test's HTTP client and server hold a few dozen at once", o.Connections, MinConnections)
 	case o.DiskBytes < MinDiskBytes:
-		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, --disk-mb=%d) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
+		return fmt.Errorf("local backend: disk quota %d bytes (Options.DiskBytes, %d MiB) is below the minimum of %d MiB", o.DiskBytes, o.DiskBytes>>20, MinDiskBytes>>20)
 	case o.DiskInodes < MinDiskInodes:
-		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes, --disk-inodes) is below the minimum of %d: a sandbox's own directories and the Go build cache's take about 300",
+		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes) is below the minimum of %d: a sandbox's own directories and the Go build cache's take about 300",
 			o.DiskInodes, MinDiskInodes)
 	case o.DiskInodes*inodeBytes > o.DiskBytes/8:
-		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes, --disk-inodes) needs %d MiB of inode tables, more than an eighth of the %d MiB disk quota (Options.DiskBytes, --disk-mb): lower the inode quota to at most %d or raise the disk quota",
+		return fmt.Errorf("local backend: inode quota %d (Options.DiskInodes) needs %d MiB of inode tables, more than an eighth of the %d MiB disk quota (Options.DiskBytes): lower the inode quota to at most %d or raise the disk quota",
 			o.DiskInodes, o.DiskInodes*inodeBytes>>20, o.DiskBytes>>20, o.DiskBytes/8/inodeBytes)
 	case o.HostUIDBase <= 0 || o.HostUIDCount <= 0 || int64(o.HostUIDBase)+int64(o.HostUIDCount) > 1<<31:
 		return fmt.Errorf("local backend: host uid range %d+%d (Options.HostUIDBase, HostUIDCount) must be positive and end below 2^31", o.HostUIDBase, o.HostUIDCount)
 	case len(o.AllowModules) > 0 && o.Network:
-		return fmt.Errorf("local backend: a module allowlist (Options.AllowModules, --allow-modules) is for sandboxes without a network; " +
-			"with Options.Network (--sandbox-network) they reach the host's GOPROXY themselves: drop one of the two")
+		return fmt.Errorf("local backend: a module allowlist (Options.AllowModules) is for sandboxes without a network; " +
+			"with Options.Network they reach the host's GOPROXY themselves: drop one of the two")
 	case modproxy.ValidatePatterns(o.AllowModules) != nil:
-		return fmt.Errorf("local backend: Options.AllowModules (--allow-modules): %w", modproxy.ValidatePatterns(o.AllowModules))
+		return fmt.Errorf("local backend: Options.AllowModules: %w", modproxy.ValidatePatterns(o.AllowModules))
 	case o.CPUs > runtime.NumCPU():
-		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs, --cpus) is more than the %d CPUs of this machine: "+
+		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs) is more than the %d CPUs of this machine: "+
 			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())
 	}
 	return nil

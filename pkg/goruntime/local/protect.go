@@ -129,7 +129,7 @@ func (b *Backend) setupProtections() error {
 	if !o.Relax.Seccomp {
 		prog, err := seccomp.Program()
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp, --relax=seccomp)", err))
+			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp)", err))
 		}
 		b.layers.seccompProg = prog
 	}
@@ -223,18 +223,18 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 	if b.hostUID {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{}, b.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot run as an unprivileged host uid (%d) here (%v: %s): allow unprivileged user namespaces "+
-				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID, --relax=hostuid) to run sandboxes as root",
+				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID) to run sandboxes as root",
 				b.trialUID(), err, o)
 		}
 	}
 	if b.seccompProg != nil {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.trialUID()); err != nil {
-			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp, --relax=seccomp)", err, o)
+			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp)", err, o)
 		}
 	}
 	if b.usernsBlock {
 		if o, err := trialSandbox(ctx, b.bwrap, layers{usernsBlock: true}, b.trialUID()); err != nil {
-			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns, --relax=userns)", err, o)
+			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns)", err, o)
 		}
 	}
 	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
@@ -246,7 +246,7 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 // (checkConnections says so).
 func connectionsProblem(ctx context.Context, o Options) *Protection {
 	p := &Protection{Name: ProtConnections, Status: StatusUnavailable, Required: true}
-	relax := " (or relax it: Options.Relax.Connections, --relax=connections)"
+	relax := " (or relax it: Options.Relax.Connections)"
 	switch {
 	case o.Network:
 		return nil
@@ -263,9 +263,9 @@ func connectionsProblem(ctx context.Context, o Options) *Protection {
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.
 var RelaxNames = []string{"seccomp", "userns", "hostuid", "disk", "filetable", "connections"}
 
-// ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk";
-// the value of the --relax flags) into a Relax. Errors name the valid
-// values.
+// ParseRelax turns a comma-separated list of RelaxNames ("seccomp,disk",
+// as front ends take it on their command line) into a Relax. Errors name
+// the valid values; the caller names where the list came from.
 func ParseRelax(s string) (Relax, error) {
 	var r Relax
 	for _, name := range strings.Split(s, ",") {
@@ -284,7 +284,7 @@ func ParseRelax(s string) (Relax, error) {
 		case "connections":
 			r.Connections = true
 		default:
-			return r, fmt.Errorf("--relax: unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
+			return r, fmt.Errorf("unknown protection %q (valid: %s)", name, strings.Join(RelaxNames, ", "))
 		}
 	}
 	return r, nil

@@ -46,12 +46,12 @@ func Check(ctx context.Context, opts Options) []Protection {
 	case o.Relax.Seccomp:
 		sc.Status, sc.Detail = StatusRelaxed, "Options.Relax.Seccomp: sandboxes may make any system call"
 	case err != nil:
-		sc.Status, sc.Detail, sc.Fix = StatusUnavailable, err.Error(), "relax it (Options.Relax.Seccomp, --relax=seccomp)"
+		sc.Status, sc.Detail, sc.Fix = StatusUnavailable, err.Error(), "relax it (Options.Relax.Seccomp)"
 	default:
 		allowed, _ := seccomp.Allowed()
 		if o2, err := trialSandbox(ctx, bw, layers{seccompProg: prog}, -1); err != nil {
 			sc.Status, sc.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot load the filter: %v: %s", err, o2)
-			sc.Fix = "a kernel with CONFIG_SECCOMP_FILTER, or relax it (Options.Relax.Seccomp, --relax=seccomp)"
+			sc.Fix = "a kernel with CONFIG_SECCOMP_FILTER, or relax it (Options.Relax.Seccomp)"
 		} else {
 			sc.Status, sc.Detail = StatusActive, fmt.Sprintf("%d system calls allowed (%d instructions); the rest fail with EPERM, clone3 with ENOSYS", len(allowed), len(prog)/8)
 		}
@@ -63,7 +63,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 		un.Status, un.Detail = StatusRelaxed, "Options.Relax.NestedUserns: bubblewrap does not block them (the seccomp filter still refuses them unless relaxed too)"
 	} else if o2, err := trialSandbox(ctx, bw, layers{usernsBlock: true}, -1, "/bin/sh", "-c", "! unshare --user true 2>/dev/null"); err != nil {
 		un.Status, un.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap --disable-userns failed: %v: %s", err, o2)
-		un.Fix = "bubblewrap 0.8 or later (scripts/install-deps.sh), or relax it (Options.Relax.NestedUserns, --relax=userns)"
+		un.Fix = "bubblewrap 0.8 or later (scripts/install-deps.sh), or relax it (Options.Relax.NestedUserns)"
 	} else {
 		un.Status, un.Detail = StatusActive, "bubblewrap --disable-userns (user.max_user_namespaces=1 inside): creating one fails with ENOSPC"
 		if !o.Relax.Seccomp {
@@ -88,7 +88,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 		uid := o.HostUIDBase + o.HostUIDCount - 1
 		if o2, err := trialSandbox(ctx, bw, layers{}, uid); err != nil {
 			hu.Status, hu.Detail = StatusUnavailable, fmt.Sprintf("bubblewrap cannot run as uid %d: %v: %s", uid, err, o2)
-			hu.Fix = "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0), or relax it (Options.Relax.HostUID, --relax=hostuid)"
+			hu.Fix = "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0), or relax it (Options.Relax.HostUID)"
 		} else {
 			hu.Status, hu.Detail = StatusActive, fmt.Sprintf("each sandbox runs as a host uid of its own from %d-%d (leases in %s)", o.HostUIDBase, o.HostUIDBase+o.HostUIDCount-1, hostUIDDir)
 		}
@@ -186,7 +186,7 @@ func checkDisk(ctx context.Context, o Options) Protection {
 	}
 	if err := disk.Try(ctx, MinDiskBytes, MinDiskInodes); err != nil {
 		p.Detail = "cannot make and loop-mount a small ext4 image: " + err.Error()
-		p.Fix = "give this host loop devices (modprobe loop) and e2fsprogs, or relax it (Options.Relax.DiskQuota, --relax=disk)"
+		p.Fix = "give this host loop devices (modprobe loop) and e2fsprogs, or relax it (Options.Relax.DiskQuota)"
 		return p
 	}
 	p.Status = StatusActive

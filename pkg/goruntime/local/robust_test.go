@@ -47,7 +47,7 @@ func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error does not wrap context.DeadlineExceeded: %v", err)
 	}
-	for _, want := range []string{"still being built", "next Open will reuse it", "--open-timeout for mcp-server"} {
+	for _, want := range []string{"still being built", "next Open will reuse it", "give Open a later deadline"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -154,11 +154,11 @@ func TestNewRejectsAbsurdLimits(t *testing.T) {
 		set  func(*local.Options)
 		want []string
 	}{
-		{"memory", func(o *local.Options) { o.MemoryBytes = 8 << 20 }, []string{"Options.MemoryBytes", "--memory-mb=8", "64 MiB"}},
-		{"processes", func(o *local.Options) { o.Processes = 4 }, []string{"Options.Processes", "--processes", "16"}},
-		{"cpus", func(o *local.Options) { o.CPUs = runtime.NumCPU() + 1 }, []string{"Options.CPUs", "--cpus", strconv.Itoa(runtime.NumCPU()) + " CPUs"}},
-		{"disk", func(o *local.Options) { o.DiskBytes = 1 << 20 }, []string{"Options.DiskBytes", "--disk-mb=1", "32 MiB"}},
-		{"inodes", func(o *local.Options) { o.DiskInodes = 100 }, []string{"Options.DiskInodes", "--disk-inodes", "2048"}},
+		{"memory", func(o *local.Options) { o.MemoryBytes = 8 << 20 }, []string{"Options.MemoryBytes", "8 MiB", "64 MiB"}},
+		{"processes", func(o *local.Options) { o.Processes = 4 }, []string{"Options.Processes", "16"}},
+		{"cpus", func(o *local.Options) { o.CPUs = runtime.NumCPU() + 1 }, []string{"Options.CPUs", strconv.Itoa(runtime.NumCPU()) + " CPUs"}},
+		{"disk", func(o *local.Options) { o.DiskBytes = 1 << 20 }, []string{"Options.DiskBytes", "1 MiB", "32 MiB"}},
+		{"inodes", func(o *local.Options) { o.DiskInodes = 100 }, []string{"Options.DiskInodes", "2048"}},
 		{"inode tables", func(o *local.Options) { o.DiskBytes = 64 << 20 }, []string{"Options.DiskInodes", "inode tables", "at most 32768"}},
 		{"uid range", func(o *local.Options) { o.HostUIDBase = 1 << 31 }, []string{"Options.HostUIDBase", "2^31"}},
 	} {

@@ -50,7 +50,7 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 	var still *seed.StillBuilding
 	if errors.As(err, &still) {
 		return "", fmt.Errorf("local backend: the seed Go build cache is still being built (%s so far; once per machine and Go installation, 1-3 minutes on 2 cores); "+
-			"the build continues in the background and the next Open will reuse it: raise the open timeout (--open-timeout for mcp-server), "+
+			"the build continues in the background and the next Open will reuse it: give Open a later deadline, "+
 			"or call Backend.Prepare at startup: %w", still.Elapsed.Round(time.Second), still.Err)
 	}
 	return dir, err

@@ -36,7 +36,7 @@ type Config struct {
 	Source Source
 
 	// Setting is how refusals tell a user to add a pattern: a format
-	// with one %s, the pattern. Default "--allow-modules=%s".
+	// with one %s, the pattern. Default "%s", the pattern alone.
 	Setting string
 
 	// FetchTimeout bounds one fetch by Source, including the wait for a
@@ -131,7 +131,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("module proxy: Config.Setting %q: want one %%s", cfg.Setting)
 	}
 	if cfg.Setting == "" {
-		cfg.Setting = "--allow-modules=%s"
+		cfg.Setting = "%s"
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout

@@ -178,11 +178,11 @@ func TestRefusesModuleOutsideAllowlist(t *testing.T) {
 		if code != http.StatusNotFound || !strings.HasPrefix(ctype, "text/plain") {
 			t.Errorf("GET %s = %d %q; want 404 text/plain", p, code, ctype)
 		}
-		if !strings.Contains(body, "not in this sandbox's module allowlist") || !strings.Contains(body, "--allow-modules=") {
+		if !strings.Contains(body, "not in this sandbox's module allowlist") || !strings.Contains(body, "add a pattern: ") {
 			t.Errorf("GET %s: body does not name the fix: %q", p, body)
 		}
 	}
-	if _, _, body := get(t, srv, "/github.com/foo/bar/baz/@v/list"); !strings.Contains(body, "--allow-modules=github.com/foo/bar\n") ||
+	if _, _, body := get(t, srv, "/github.com/foo/bar/baz/@v/list"); !strings.Contains(body, "add a pattern: github.com/foo/bar\n") ||
 		!strings.Contains(body, "(allowed: example.com/ok)") {
 		t.Errorf("refusal does not suggest the repository's pattern and list the allowlist: %q", body)
 	}

@@ -60,7 +60,7 @@ func HostProblem() (detail, fix string) {
 	switch {
 	case os.Geteuid() != 0:
 		return "making and mounting a file system per sandbox needs root",
-			"run as root, or relax it (Options.Relax.DiskQuota, --relax=disk): sandboxes then share the state directory's file system, capped only per file"
+			"run as root, or relax it (Options.Relax.DiskQuota): sandboxes then share the state directory's file system, capped only per file"
 	case !found("mkfs.ext4"):
 		return "mkfs.ext4 not found", "apt-get install e2fsprogs (scripts/install-deps.sh)"
 	case !found("mount"):
@@ -122,7 +122,7 @@ func checkHostSpace(images string, bytes int64) error {
 	}
 	if free := int64(st.Bavail) * st.Bsize; free < bytes {
 		return fmt.Errorf("the file system of %s has %d MiB free, less than one sandbox's disk quota of %d MiB: "+
-			"free space there, move the state directory (Options.StateDir, --state-dir) or lower the quota (Options.DiskBytes, --disk-mb)",
+			"free space there, move the state directory (Options.StateDir) or lower the quota (Options.DiskBytes)",
 			images, free>>20, bytes>>20)
 	}
 	return nil

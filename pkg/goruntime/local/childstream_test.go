@@ -1,4 +1,4 @@
-package goruntime_test
+package local_test
 
 import (
 	"context"
@@ -12,11 +12,14 @@ import (
 
 // TestExecStreamReExecutedServer: with no sandbox-server binary, the local
 // backend re-executes this test binary as the server (TestMain calls
-// local.ServeIfChild), which serves the process API in its own process
+// local.ServeIfChild; Options.ServerPath empty and none next to the test
+// binary), which serves the process API in its own process
 // rather than through the sandbox-processapi companion; a streamed command
 // still streams (its first chunk arrives before it ends).
 func TestExecStreamReExecutedServer(t *testing.T) {
-	sess := openLocal(t)
+	opts := testOptions()
+	opts.ServerPath = ""
+	sess := openSession(t, newBackend(t, opts))
 	sb, ok := sess.Sandbox().(*local.Sandbox)
 	if !ok {
 		t.Fatalf("sandbox is %T, want *local.Sandbox", sess.Sandbox())

@@ -1,4 +1,4 @@
-package mcpserver
+package sessions
 
 import (
 	"context"
@@ -11,23 +11,47 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
-// stdioKey is the pool key of the process-wide sandbox: the stdio session
-// (and any other transport without session IDs) uses it.
-const stdioKey = ""
+// ProcessKey is the client key of the process-wide sandbox: a front end
+// with one client per process (mcp-server over stdio) uses it, and only
+// its sandbox attaches to Config.Claim and stays with Config.Persistent.
+const ProcessKey = ""
 
-// errTooManySandboxes is returned when an HTTP session asks for a sandbox
-// while MaxSandboxes are open.
-var errTooManySandboxes = errors.New("too many sandboxes open on this server")
+// ErrTooManySandboxes is wrapped by the error of a call that needs a
+// sandbox while Config.MaxSandboxes are open.
+var ErrTooManySandboxes = errors.New("too many sandboxes open on this server")
 
-// pool holds one slot per MCP session (one for the whole process over
-// stdio). A slot's sandbox is opened on the session's first tool call and
-// closed when the session ends, when it has been idle for the idle TTL, or
-// when the server closes.
-type pool struct {
+// Config configures a Pool.
+type Config struct {
+	// Backend provisions the sandboxes. Required.
+	Backend goruntime.Backend
+	// Session is the options of every session opened.
+	Session goruntime.Options
+	// OpenTimeout bounds opening (or attaching to) one sandbox. Required.
+	OpenTimeout time.Duration
+	// Claim is a running sandbox's ID: ProcessKey's client attaches to it
+	// instead of opening one.
+	Claim string
+	// Persistent leaves ProcessKey's sandbox running (Disconnect) when it
+	// ends, to be attached again with Claim.
+	Persistent bool
+	// MaxSandboxes bounds the sandboxes open at once; 0: no bound.
+	MaxSandboxes int
+	// Logger receives the pool's logs; nil discards them.
+	Logger *slog.Logger
+	// Opened, when not nil, is told how long each open took and its error
+	// (a front end's metrics).
+	Opened func(time.Duration, error)
+}
+
+// Pool holds one slot per client of a front end (an MCP session; one for
+// the whole process over stdio), keyed by a string the front end picks. A
+// slot's sandbox is opened on the client's first call that needs one and
+// closed when the client ends, when it has been idle too long (Reap), or
+// when the pool closes.
+type Pool struct {
 	backend goruntime.Backend
-	cfg     *Config
+	cfg     Config
 	log     *slog.Logger
-	metrics *metrics // nil in tests that build a pool alone
 
 	mu      sync.Mutex
 	slots   map[string]*slot
@@ -36,7 +60,7 @@ type pool struct {
 	opening map[*slot]goruntime.Progress // the latest progress of opens in flight
 }
 
-// slot is the state of one MCP session. Holding its turn serializes the
+// slot is the state of one client. Holding its turn serializes the
 // session's tool calls and guards sess, reaped and gone.
 type slot struct {
 	key  string
@@ -45,25 +69,30 @@ type slot struct {
 	// guarded by turn
 	sess   *goruntime.Session
 	reaped time.Duration // idle time of a sandbox the reaper closed; reported once on the next call
-	gone   bool          // the session ended or the server closed: no more calls
+	gone   bool          // the client ended or the pool closed: no more calls
 
 	// guarded by pool.mu
 	lastUsed time.Time
 }
 
-func newPool(b goruntime.Backend, cfg *Config, log *slog.Logger) *pool {
-	return &pool{backend: b, cfg: cfg, log: log, slots: map[string]*slot{}, opening: map[*slot]goruntime.Progress{}}
+// New returns an empty pool.
+func New(cfg Config) *Pool {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{backend: cfg.Backend, cfg: cfg, log: log, slots: map[string]*slot{}, opening: map[*slot]goruntime.Progress{}}
 }
 
 // acquire takes the turn of the slot for key, creating the slot if needed.
 // watch, when non-nil and the slot is new, is called once and must return a
-// channel closed when the MCP session ends. It waits for calls ahead of it
+// channel closed when the client ends. It waits for calls ahead of it
 // until ctx is done.
-func (p *pool) acquire(ctx context.Context, key string, watch func() <-chan struct{}) (*slot, error) {
+func (p *Pool) acquire(ctx context.Context, key string, watch func() <-chan struct{}) (*slot, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("server is shutting down: %w", goruntime.ErrClosed)
+		return nil, fmt.Errorf("shutting down: %w", goruntime.ErrClosed)
 	}
 	s := p.slots[key]
 	if s == nil {
@@ -92,7 +121,7 @@ func (p *pool) acquire(ctx context.Context, key string, watch func() <-chan stru
 }
 
 // release gives back the turn taken by acquire.
-func (p *pool) release(s *slot) {
+func (p *Pool) release(s *slot) {
 	p.mu.Lock()
 	s.lastUsed = time.Now()
 	p.mu.Unlock()
@@ -101,7 +130,7 @@ func (p *pool) release(s *slot) {
 
 // session returns the slot's sandbox session, opening it (or attaching to
 // the claimed sandbox) on first use. The caller holds the slot's turn.
-func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error) {
+func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error) {
 	if s.sess != nil {
 		return s.sess, nil
 	}
@@ -109,7 +138,7 @@ func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 	if p.cfg.MaxSandboxes > 0 && p.open >= p.cfg.MaxSandboxes {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("open a sandbox: %d of %d in use; try again when other sessions end: %w",
-			p.open, p.cfg.MaxSandboxes, errTooManySandboxes)
+			p.open, p.cfg.MaxSandboxes, ErrTooManySandboxes)
 	}
 	p.open++
 	p.mu.Unlock()
@@ -127,25 +156,25 @@ func (p *pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 		sess *goruntime.Session
 		err  error
 	)
-	if s.key == stdioKey && p.cfg.Claim != "" {
+	if s.key == ProcessKey && p.cfg.Claim != "" {
 		sess, err = goruntime.Attach(octx, p.backend, p.cfg.Claim, p.cfg.Session)
 	} else {
 		sess, err = goruntime.Open(octx, p.backend, p.cfg.Session)
 	}
-	if p.metrics != nil {
-		p.metrics.opened(time.Since(start), err)
+	if p.cfg.Opened != nil {
+		p.cfg.Opened(time.Since(start), err)
 	}
 	if err != nil {
 		p.mu.Lock()
 		p.open--
 		p.mu.Unlock()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("%w (gave up after --open-timeout=%s)", err, p.cfg.OpenTimeout)
+			return nil, fmt.Errorf("%w (gave up after the open timeout, %s)", err, p.cfg.OpenTimeout)
 		}
 		return nil, err
 	}
 	p.log.Info("sandbox ready", "backend", p.backend.Name(), "sandbox", sess.ID(),
-		"mcp_session", s.key, "open_ms", time.Since(start).Milliseconds())
+		"client", s.key, "open_ms", time.Since(start).Milliseconds())
 	s.sess = sess
 	return sess, nil
 }
@@ -158,8 +187,8 @@ const progressLogEvery = 10 * time.Second
 // logs the backend's reports (every new step, else every
 // progressLogEvery), records the latest for calls waiting on s
 // (openingMessage), and passes each on to ctx's own progress function
-// (the call's MCP progress notifications).
-func (p *pool) progressFunc(ctx context.Context, s *slot) func(goruntime.Progress) {
+// (a front end's progress notifications for the call).
+func (p *Pool) progressFunc(ctx context.Context, s *slot) func(goruntime.Progress) {
 	var logged goruntime.Progress
 	var loggedAt time.Time
 	return func(pr goruntime.Progress) {
@@ -176,7 +205,7 @@ func (p *pool) progressFunc(ctx context.Context, s *slot) func(goruntime.Progres
 
 // openingMessage returns the latest progress of the open in flight for
 // the slot of key, or "" when none runs.
-func (p *pool) openingMessage(key string) string {
+func (p *Pool) openingMessage(key string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.slots[key]; s != nil {
@@ -188,8 +217,8 @@ func (p *pool) openingMessage(key string) string {
 }
 
 // closeSession ends the slot's sandbox: Disconnect for the process-wide
-// sandbox with --persistent, Close otherwise. The caller holds the turn.
-func (p *pool) closeSession(ctx context.Context, s *slot, why string) {
+// sandbox with Config.Persistent, Close otherwise. The caller holds the turn.
+func (p *Pool) closeSession(ctx context.Context, s *slot, why string) {
 	if s.sess == nil {
 		return
 	}
@@ -198,33 +227,33 @@ func (p *pool) closeSession(ctx context.Context, s *slot, why string) {
 	p.mu.Lock()
 	p.open--
 	p.mu.Unlock()
-	if s.key == stdioKey && p.cfg.Persistent {
+	if s.key == ProcessKey && p.cfg.Persistent {
 		if err := sess.Disconnect(ctx); err != nil {
 			p.log.Error("disconnect sandbox", "sandbox", sess.ID(), "err", err)
 			return
 		}
-		p.log.Info("sandbox kept running (--persistent); reattach with --claim", "sandbox", sess.ID(), "claim", sess.ID())
+		p.log.Info("sandbox kept running (persistent); attach to it again by its ID", "sandbox", sess.ID(), "claim", sess.ID())
 		return
 	}
 	if err := sess.Close(ctx); err != nil {
 		p.log.Error("close sandbox", "sandbox", sess.ID(), "why", why, "err", err)
 		return
 	}
-	p.log.Info("sandbox closed", "sandbox", sess.ID(), "mcp_session", s.key, "why", why)
+	p.log.Info("sandbox closed", "sandbox", sess.ID(), "client", s.key, "why", why)
 }
 
-// drop forgets the slot of an MCP session that ended and closes its
+// drop forgets the slot of a client that ended and closes its
 // sandbox once the call in flight (if any) returns.
 // The slot stays in the pool until its sandbox is closed, so that Close
 // waits for it.
-func (p *pool) drop(key string, s *slot) {
+func (p *Pool) drop(key string, s *slot) {
 	s.turn <- struct{}{}
 	defer func() { <-s.turn }()
 	if !s.gone {
 		s.gone = true
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.OpenTimeout)
 		defer cancel()
-		p.closeSession(ctx, s, "mcp session ended")
+		p.closeSession(ctx, s, "client ended")
 	}
 	p.mu.Lock()
 	if p.slots[key] == s {
@@ -233,10 +262,10 @@ func (p *pool) drop(key string, s *slot) {
 	p.mu.Unlock()
 }
 
-// reap closes the sandboxes of slots idle for longer than ttl whose turn is
-// free, and returns how many it closed. Their MCP sessions stay: the next
-// call opens a fresh sandbox and says so.
-func (p *pool) reap(ctx context.Context, ttl time.Duration) int {
+// Reap closes the sandboxes of slots idle for longer than ttl whose turn is
+// free, and returns how many it closed. Their clients stay: the next
+// call opens a fresh sandbox and is told how long the old one sat idle.
+func (p *Pool) Reap(ctx context.Context, ttl time.Duration) int {
 	now := time.Now()
 	p.mu.Lock()
 	var idle []*slot
@@ -267,9 +296,9 @@ func (p *pool) reap(ctx context.Context, ttl time.Duration) int {
 	return n
 }
 
-// runReaper calls reap every ttl/4 (at least every second, at most every
+// RunReaper calls Reap every ttl/4 (at least every second, at most every
 // minute) until ctx is done.
-func (p *pool) runReaper(ctx context.Context, ttl time.Duration) {
+func (p *Pool) RunReaper(ctx context.Context, ttl time.Duration) {
 	every := min(max(ttl/4, time.Second), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -278,13 +307,14 @@ func (p *pool) runReaper(ctx context.Context, ttl time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.reap(ctx, ttl)
+			p.Reap(ctx, ttl)
 		}
 	}
 }
 
-// Close ends every sandbox, waiting for calls in flight until ctx is done.
-func (p *pool) Close(ctx context.Context) error {
+// Close ends every sandbox, waiting for calls in flight until ctx is done;
+// later calls fail with an error wrapping goruntime.ErrClosed.
+func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	slots := make([]*slot, 0, len(p.slots))
@@ -297,20 +327,20 @@ func (p *pool) Close(ctx context.Context) error {
 		select {
 		case s.turn <- struct{}{}:
 		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("close sandbox of session %q: %w", s.key, ctx.Err()))
+			errs = append(errs, fmt.Errorf("close sandbox of client %q: %w", s.key, ctx.Err()))
 			continue
 		}
 		if !s.gone {
 			s.gone = true
-			p.closeSession(ctx, s, "server shutting down")
+			p.closeSession(ctx, s, "shutting down")
 		}
 		<-s.turn
 	}
 	return errors.Join(errs...)
 }
 
-// openCount reports how many sandboxes are open.
-func (p *pool) openCount() int {
+// Open reports how many sandboxes are open (or opening).
+func (p *Pool) Open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.open
