@@ -1,7 +1,7 @@
 // Package nslimits sets the limits the host puts in a local sandbox's own
 // namespaces (its devpts instance; its network namespace: the listen queue
 // and the TCP connections) right after it starts, before any command runs. The sandbox cannot change them: it has
-// no capabilities, and the seccomp filter refuses mount. Each function
+// no capabilities, and the seccomp filter refuses mount. Each Cap function
 // takes the pid of a process inside the sandbox.
 package nslimits
 
@@ -116,7 +116,7 @@ func CapNetwork(ctx context.Context, pid, conns int) error {
 // after (whether the kernel has conntrack and connlimit at all).
 func NetworkProblem(ctx context.Context, conns int) (detail, fix string) {
 	for _, tool := range []struct{ name, pkg string }{{"nsenter", "util-linux"}, {"unshare", "util-linux"}, {"iptables-restore", "iptables"}, {"ip6tables-restore", "iptables"}} {
-		if _, err := exec.LookPath(tool.name); err != nil && !inToolPath(tool.name) {
+		if !inToolPath(tool.name) {
 			return tool.name + " not found", "apt-get install " + tool.pkg + " (scripts/install-deps.sh)"
 		}
 	}
@@ -138,7 +138,8 @@ func NetworkProblem(ctx context.Context, conns int) (detail, fix string) {
 	return "", ""
 }
 
-// toolPath is where the commands run here are looked for.
+// toolPath is the PATH of the commands run here, and where NetworkProblem
+// looks for them.
 const toolPath = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 func inToolPath(name string) bool {
