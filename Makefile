@@ -7,6 +7,8 @@
 
 GO       ?= go
 FLOW     ?= all
+# Extra flags for the demo, e.g. DEMO_FLAGS=--relax=disk as a user other than root.
+DEMO_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
 RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
 
@@ -26,7 +28,7 @@ demo: ## install bubblewrap and iptables (apt) and the host settings sandboxes n
 	bash scripts/install-deps.sh bubblewrap iptables
 	bash scripts/host-setup.sh
 	@echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
-	$(GO) run ./cmd/demo --flow=$(FLOW)
+	$(GO) run ./cmd/demo --flow=$(FLOW) $(DEMO_FLAGS)
 
 vet: ## go vet every package
 	$(GO) vet ./...
