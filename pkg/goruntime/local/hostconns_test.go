@@ -10,7 +10,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
-// The limits set in a sandbox's own network namespace (nslimits.go): a
+// The limits set in a sandbox's own network namespace (local/internal/nslimits): a
 // connection waiting in a listener's accept queue is charged to no
 // cgroup, so the host pays for every one a sandbox makes.
 

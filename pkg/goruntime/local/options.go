@@ -96,7 +96,7 @@ type Options struct {
 	// own network (one per connection, whichever end is inside); a
 	// connect past it fails with ECONNREFUSED. Connections waiting to be
 	// accepted are charged to no cgroup, so without a cap one sandbox
-	// can fill the host's kernel memory with them (nslimits.go). Not
+	// can fill the host's kernel memory with them (local/internal/nslimits). Not
 	// applied with Network. Default DefaultConnections.
 	Connections int
 
