@@ -54,6 +54,7 @@ type Backend struct {
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer, bindProcessAPI string
 	diskQuota                                            bool // each sandbox gets a disk of its own (sparedisk.go)
+	memoryDisk                                           bool // ... a memory disk, as the backend is not root (memdisk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 }

@@ -16,9 +16,16 @@ import (
 )
 
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
-// starts it at the warm pool's CPU weight.
-func (o Options) cgroupLimits(pooled bool) cgroups.Limits {
-	return cgroups.Limits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
+// starts it at the warm pool's CPU weight. A sandbox on a memory disk
+// (memdisk.go) has its memory limit raised by the disk's size: the
+// disk's files are charged to it, and a full disk must leave its
+// processes the MemoryBytes they were promised.
+func (o Options) cgroupLimits(pooled, memoryDisk bool) cgroups.Limits {
+	mem := o.MemoryBytes
+	if memoryDisk {
+		mem += o.DiskBytes
+	}
+	return cgroups.Limits{MemoryBytes: mem, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
 }
 
 // setRlimits gives the process pid (the gate, before it becomes
@@ -73,7 +80,12 @@ type limitWatch struct {
 // watchLimits starts watching the limits of the command about to run;
 // finishExec (or end, on a failed call) stops it.
 func (s *Sandbox) watchLimits() *limitWatch {
-	return &limitWatch{before: s.meta.Cgroup.Counters(), disk: disk.Sample(s.meta.Disk)}
+	var d *disk.Disk
+	if s.meta.Disk != nil {
+		seen := s.meta.Disk.Through(s.l.view)
+		d = &seen
+	}
+	return &limitWatch{before: s.meta.Cgroup.Counters(), disk: disk.Sample(d)}
 }
 
 // end stops the disk's sampling; more calls do nothing.
@@ -118,6 +130,9 @@ func (b *Backend) limitNote(l goruntime.Limit) string {
 	}
 	if l == goruntime.LimitProcesses {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", b.opts.Processes)
+	}
+	if b.memoryDisk {
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes), plus what its files take of the %d MiB disk, which is in memory (Options.DiskBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20, b.opts.DiskBytes>>20)
 	}
 	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
 }

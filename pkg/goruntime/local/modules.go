@@ -82,7 +82,7 @@ func (b *Backend) setupModuleProxy() error {
 }
 
 // modProxySocket is where a sandbox's module proxy socket is on the host.
-func (l layout) modProxySocket() string { return filepath.Join(l.run(), modProxySockName) }
+func (l layout) modProxySocket() string { return filepath.Join(l.hostRun(), modProxySockName) }
 
 // serveModules serves the module proxy on sandbox id's socket (l),
 // giving the socket to its host uid (0: the caller's). Nothing happens
@@ -101,7 +101,7 @@ func (b *Backend) serveModules(id string, l layout, uid int) error {
 	if fi, err := os.Lstat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
 		_ = os.Remove(sock)
 	}
-	ln, err := net.Listen("unix", sock)
+	ln, err := listenUnix(sock)
 	if err != nil {
 		return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
 	}

@@ -45,15 +45,19 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err := writeEtc(l); err != nil {
 		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
 	}
-	if err := b.serveModules(id, l, st.uid); err != nil {
-		return nil, fmt.Errorf("local backend: %w", err)
+	// A memory disk's run directory exists once the sandbox runs: its
+	// module proxy socket is served after the start.
+	if !l.memory {
+		if err := b.serveModules(id, l, st.uid); err != nil {
+			return nil, fmt.Errorf("local backend: %w", err)
+		}
 	}
 	defer func() {
 		if err != nil {
 			b.stopModules(id)
 		}
 	}()
-	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled))
+	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled, b.memoryDisk))
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
@@ -96,10 +100,10 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 		lifeW.Close()
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
-	args := append(append([]string{"-c", gateScript, "sandbox-gate"}, st.dropTo()...), b.bwrap)
+	args := append(append([]string{"-c", gateScript, "sandbox-gate"}, st.gateCommand()...), b.bwrap)
 	args = append(args, bargs...)
 	cmd := exec.Command("/bin/sh", args...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"PATH=" + gatePATH}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = x.files
 	// Own session: the terminal's signals (Ctrl-C) reach the sandbox only
@@ -128,6 +132,9 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if _, err := gateW.Write([]byte("go\n")); err != nil {
 		return fail(fmt.Errorf("release bubblewrap: %w", err))
 	}
+	if l.memory {
+		seeMemoryDisk(&l, pid)
+	}
 
 	s := &Sandbox{b: b, l: l, cl: l.client(serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
 	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
@@ -140,6 +147,12 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err := s.waitReady(ctx, exited, ready); err != nil {
 		s.cl.Close()
 		return fail(err)
+	}
+	if l.memory {
+		if err := b.serveModules(id, l, st.uid); err != nil {
+			s.cl.Close()
+			return fail(fmt.Errorf("local backend: %w", err))
+		}
 	}
 	pst, _ := procfs.ReadStat(pid)
 	s.meta = meta{ID: id, PID: pid, StartTime: pst.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network, HostUID: st.uid, Disk: st.disk}
@@ -232,6 +245,10 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	if m.Disk != nil {
 		l.disk = m.Disk.Dir
+		if m.Disk.Memory {
+			l.memory = true
+			seeMemoryDisk(&l, m.PID)
+		}
 	}
 	if m.Server == 0 {
 		m.Server = serverPID(m.Keep)

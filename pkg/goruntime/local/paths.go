@@ -25,6 +25,14 @@ func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "m
 type layout struct {
 	dir  string // state/sandboxes/<id>
 	disk string // where its disk is mounted (internal/disk); "": no disk, everything under dir
+	// memory: the disk is a memory disk (disk.Memory), mounted only in
+	// the sandbox's own mount namespace; its etc and log directories
+	// stay under dir, on the host.
+	memory bool
+	// view is the prefix through which this process reaches the disk's
+	// paths: /proc/<bubblewrap's pid>/root for a memory disk once the
+	// sandbox runs, else "".
+	view string
 }
 
 // data is the directory that holds the sandbox's writable storage.
@@ -39,17 +47,37 @@ func (l layout) app() string        { return filepath.Join(l.data(), "app") }
 func (l layout) home() string       { return filepath.Join(l.data(), "home") }
 func (l layout) tmp() string        { return filepath.Join(l.data(), "tmp") }
 func (l layout) run() string        { return filepath.Join(l.data(), "run") }
-func (l layout) etc() string        { return filepath.Join(l.data(), "etc") }
-func (l layout) socket() string     { return filepath.Join(l.run(), socketName) }
-func (l layout) grpcSocket() string { return filepath.Join(l.run(), grpcSocketName) }
-func (l layout) meta() string       { return filepath.Join(l.dir, "sandbox.json") }
-func (l layout) gocache() string    { return filepath.Join(l.home(), ".cache", "go-build") }
+func (l layout) socket() string     { return filepath.Join(l.hostRun(), socketName) }
+func (l layout) grpcSocket() string { return filepath.Join(l.hostRun(), grpcSocketName) }
+
+// etc holds the sandbox's passwd, group and hosts files, which the host
+// writes before the sandbox starts.
+func (l layout) etc() string {
+	if l.memory {
+		return filepath.Join(l.dir, "etc")
+	}
+	return filepath.Join(l.data(), "etc")
+}
+
+// hostRun is run() as this process reaches it (view).
+func (l layout) hostRun() string { return l.view + l.run() }
+func (l layout) meta() string    { return filepath.Join(l.dir, "sandbox.json") }
+func (l layout) gocache() string { return filepath.Join(l.home(), ".cache", "go-build") }
 
 // logDir holds the runtime server's log, server.log (its stderr, and its
 // companion's). It is on the sandbox's disk when it has one, so the log
 // counts against the disk quota: a command can make the server log as much
 // as it likes (the server caps the file itself, --log-max-bytes, and the
-// quota holds even if a command took the server over). Not bound into
-// the sandbox. Dir()/log reaches it either way (storage.go).
-func (l layout) logDir() string { return filepath.Join(l.data(), "log") }
-func (l layout) log() string    { return filepath.Join(l.logDir(), "server.log") }
+// quota holds even if a command took the server over). A memory disk's
+// vanishes with the sandbox, and with it the server's last words: its
+// log stays under dir, held to --log-max-bytes by the server and, should
+// a command take the server over, to Options.FileSizeBytes by the
+// RLIMIT_FSIZE every sandbox process has. Not bound into the sandbox.
+// Dir()/log reaches it either way (storage.go).
+func (l layout) logDir() string {
+	if l.memory {
+		return filepath.Join(l.dir, "log")
+	}
+	return filepath.Join(l.data(), "log")
+}
+func (l layout) log() string { return filepath.Join(l.logDir(), "server.log") }

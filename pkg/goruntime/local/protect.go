@@ -136,10 +136,14 @@ func (b *Backend) setupProtections() error {
 	b.layers.usernsBlock = !o.Relax.NestedUserns
 	b.hostUID = root && !o.Relax.HostUID
 	if !o.Relax.DiskQuota {
-		if detail, fix := disk.HostProblem(); detail != "" {
+		detail, fix := disk.HostProblem()
+		if !root {
+			detail, fix = memoryDiskProblem(context.Background(), o)
+		}
+		if detail != "" {
 			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
 		}
-		b.diskQuota = true
+		b.diskQuota, b.memoryDisk = true, !root
 	}
 	if !o.Relax.FileTable {
 		if p := fileTableProblem(o.MemoryBytes, hostFileMax()); p != nil {

@@ -110,7 +110,7 @@ func checkCgroups(o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false))
+	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false, false))
 	if err != nil {
 		for i, p := range []*Protection{&mem, &pids, &cpu} {
 			// The first row says why; the others point at it.
@@ -174,13 +174,23 @@ func checkConnections(ctx context.Context, o Options) Protection {
 		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its network namespace; Options.Connections), %d queued per listener", o.Connections, nslimits.ListenQueue)}
 }
 
-// checkDisk makes, mounts and removes a minimal sandbox disk.
+// checkDisk makes, mounts and removes a minimal sandbox disk: an ext4
+// image as root, a memory disk otherwise.
 func checkDisk(ctx context.Context, o Options) Protection {
 	if o.Relax.DiskQuota {
 		return Protection{Name: ProtDiskQuota, Status: StatusRelaxed,
 			Detail: "Options.Relax.DiskQuota: sandboxes write to the state directory's file system, capped only per file (FileSizeBytes)"}
 	}
 	p := Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
+	if os.Geteuid() != 0 {
+		if p.Detail, p.Fix = memoryDiskProblem(ctx, o); p.Detail != "" {
+			return p
+		}
+		p.Status = StatusActive
+		p.Detail = fmt.Sprintf("not root: a tmpfs per sandbox in its own user and mount namespace: %d MiB and %d inodes for /app, HOME with its caches and /tmp together, "+
+			"held in memory and charged to the sandbox's memory limit, which is raised by as much (%d MiB in all)", o.DiskBytes>>20, o.DiskInodes, (o.MemoryBytes+o.DiskBytes)>>20)
+		return p
+	}
 	if p.Detail, p.Fix = disk.HostProblem(); p.Detail != "" {
 		return p
 	}

@@ -75,7 +75,8 @@ func TestRootlessLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rootless helper: %v", err)
 	}
-	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0", "memory " + string(goruntime.OutcomeMemoryLimit)} {
+	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0", "memory " + string(goruntime.OutcomeMemoryLimit),
+		"disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit)} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the rootless sandbox did not report %q", want)
 		}
@@ -90,8 +91,8 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 		fmt.Fprintln(os.Stderr, "rootless helper: running as root")
 		return 2
 	}
-	opts.Relax.DiskQuota = true
 	opts.MemoryBytes = 256 << 20
+	opts.DiskBytes, opts.DiskInodes = 64<<20, 10000
 	opts.Connections = 256
 	opts.WarmPool = -1
 	b, err := local.New(opts)
@@ -109,7 +110,8 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 	runs := []goruntime.Request{
 		{Command: `echo somaxconn $(cat /proc/sys/net/core/somaxconn); echo ptys $(grep -o 'max=[0-9]*' /proc/self/mountinfo)`},
 		{Files: []goruntime.File{{Path: "flood/main.go", Data: []byte(connFlood)}}, Command: "cd flood && go run main.go"},
-		{Command: "tail /dev/zero", Timeout: time.Minute},
+		{Command: "dd if=/dev/zero of=/app/fill bs=1M count=100; echo disk $(df -m /app | tail -1 | tr -s ' ' | cut -d' ' -f2-4)"},
+		{Command: "rm /app/fill; tail /dev/zero", Timeout: time.Minute},
 	}
 	for i, req := range runs {
 		res, err := s.Execute(ctx, req)
@@ -118,9 +120,12 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 			return 1
 		}
 		fmt.Print(res.Stdout)
-		if i == len(runs)-1 {
+		switch {
+		case i == len(runs)-1:
 			fmt.Println("memory", res.Outcome)
-		} else if res.ExitCode != 0 {
+		case i == len(runs)-2:
+			fmt.Println("disk", res.Outcome)
+		case res.ExitCode != 0:
 			fmt.Printf("%q: exit %d: %s\n", req.Command, res.ExitCode, res.Stderr)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +62,28 @@ func dialSandboxSocket(ctx context.Context, path string, uid int) (net.Conn, err
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// listenUnix listens on a unix socket at path. A path too long for a
+// socket address (a memory disk's, reached through /proc/<pid>/root) is
+// reached through a descriptor of its directory instead.
+func listenUnix(path string) (net.Listener, error) {
+	if len(path) < len(unix.RawSockaddrUnix{}.Path)-1 {
+		return net.Listen("unix", path)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	ln, err := net.Listen("unix", "/proc/self/fd/"+strconv.Itoa(int(dir.Fd()))+"/"+filepath.Base(path))
+	if err != nil {
+		return nil, err
+	}
+	// Its name is only good while dir is open: Close must not unlink
+	// through it.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	return ln, nil
 }
 
 // serverUID is the host uid a sandbox's runtime server runs as: its own

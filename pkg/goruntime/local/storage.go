@@ -19,6 +19,9 @@ import (
 type storage struct {
 	uid  int
 	disk *disk.Disk
+	// wrap is the command the gate runs bubblewrap under to mount a
+	// memory disk first (nil: none).
+	wrap []string
 }
 
 // prepareStorage makes a new sandbox's state directory l.dir and its
@@ -44,6 +47,14 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		if st.uid, err = b.allocUID(l.dir); err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 		}
+	}
+	if b.memoryDisk {
+		d, wrap, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir))
+		if err != nil {
+			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
+		}
+		st.disk, st.wrap = &d, wrap
+		return st, nil
 	}
 	if b.diskQuota {
 		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
@@ -92,6 +103,9 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
 func (b *Backend) refillStorage(seedDir string) {
+	if b.memoryDisk {
+		return // mounting one costs no more than claiming one
+	}
 	if b.diskQuota {
 		b.refillSpareDisks(seed.WithExtra(seedDir))
 	} else {
@@ -99,17 +113,18 @@ func (b *Backend) refillStorage(seedDir string) {
 	}
 }
 
-// dropTo is the command the gate runs bubblewrap under: setpriv to the
-// sandbox's host uid with no supplementary groups, or nothing to run it
-// as the caller. The gate itself stays the caller's until then, so the
-// opener may set its rlimits (prlimit on another uid's process needs
-// CAP_SYS_RESOURCE, which many root containers lack).
-func (st storage) dropTo() []string {
+// gateCommand is the command the gate runs bubblewrap under: setpriv to
+// the sandbox's host uid with no supplementary groups (as root), and the
+// mounting of a memory disk (as a user), or nothing. The gate itself
+// stays the caller's until then, so the opener may set its rlimits
+// (prlimit on another uid's process needs CAP_SYS_RESOURCE, which many
+// root containers lack).
+func (st storage) gateCommand() []string {
 	if st.uid <= 0 {
-		return nil
+		return st.wrap
 	}
 	id := strconv.Itoa(st.uid)
-	return []string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}
+	return append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, st.wrap...)
 }
 
 // release unmounts and deletes the disk and ends the uid lease of the

@@ -38,7 +38,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +48,9 @@ import (
 type Disk struct {
 	Image string `json:"image"`
 	Dir   string `json:"dir"`
+	// Memory: a memory disk (memory.go), mounted in the sandbox's own
+	// mount namespace; no image.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // ByID is the disk named id: its image in images (a state directory's
@@ -109,8 +111,8 @@ func cacheSubdirs() []string {
 // over. It refuses when the images' file system has less than sp.Bytes
 // free (checkHostSpace).
 func Make(ctx context.Context, id string, sp Spec) (d Disk, err error) {
-	if strings.ContainsAny(sp.Seed, ",:\\") {
-		return d, fmt.Errorf("seed build cache path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", sp.Seed)
+	if err := overlayPath(sp.Seed); err != nil {
+		return d, err
 	}
 	if err := checkHostSpace(sp.Images, sp.Bytes); err != nil {
 		return d, err
@@ -221,9 +223,10 @@ func (d Disk) Complete(lay Layout) bool {
 
 // Remove unmounts the disk (and the overlay on it), deletes its image
 // and its mount point. The kernel frees the loop device (autoclear) once
-// no mount namespace holds the file system any more.
+// no mount namespace holds the file system any more. A memory disk goes
+// with its sandbox's mount namespace: nothing to do.
 func (d Disk) Remove() error {
-	if d.Dir == "" {
+	if d.Dir == "" || d.Memory {
 		return nil
 	}
 	var errs []error

@@ -1,0 +1,71 @@
+package local
+
+// Memory disks (internal/disk's memory.go): the disk quota of a backend
+// that is not root. The sandbox's gate mounts a tmpfs of Options.DiskBytes
+// and Options.DiskInodes in a user and mount namespace of its own and
+// only then becomes bubblewrap; this process reaches the disk through
+// /proc/<bubblewrap's pid>/root (layout.view).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+)
+
+// gatePATH is the PATH the gate, and so bubblewrap and a memory disk's
+// unshare, mount and mkdir, run with.
+const gatePATH = "/usr/bin:/bin"
+
+// memoryDiskLayout is what a memory disk holds: layout's writable
+// directories (relative to the disk's root), GOCACHE among them. The etc
+// and log directories stay on the host (layout.etc, layout.logDir).
+func memoryDiskLayout() disk.Layout {
+	var l layout // relative paths: no dir, no disk
+	return disk.Layout{
+		Dirs:  []string{l.app(), l.home(), filepath.Dir(l.gocache()), l.gocache(), l.tmp(), l.run()},
+		Cache: l.gocache(),
+	}
+}
+
+// prepareMemoryDisk lays out the host side of a memory disk for the
+// sandbox in l (its mount point, etc and log directories) and returns the
+// disk and the command the gate runs before bubblewrap to mount it.
+func (b *Backend) prepareMemoryDisk(l *layout, seed string) (disk.Disk, []string, error) {
+	d := disk.Memory(filepath.Join(l.dir, "disk"))
+	for _, dir := range []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return d, nil, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	sp := disk.Spec{Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: memoryDiskLayout()}
+	wrap, err := disk.MemoryCommand(d, sp)
+	if err != nil {
+		return d, nil, err
+	}
+	l.memory, l.disk = true, d.Dir
+	return d, wrap, nil
+}
+
+// seeMemoryDisk points l at the memory disk of the sandbox whose
+// bubblewrap runs as pid, and (for host-side callers of Dir) links the
+// sandbox directory's app, home, tmp and run to it.
+func seeMemoryDisk(l *layout, pid int) {
+	l.view = "/proc/" + strconv.Itoa(pid) + "/root"
+	for _, name := range []string{"app", "home", "tmp", "run"} {
+		link := filepath.Join(l.dir, name)
+		_ = os.Remove(link)
+		_ = os.Symlink(l.view+filepath.Join(l.disk, name), link)
+	}
+}
+
+// memoryDiskProblem says why memory disks cannot be had here, or "".
+func memoryDiskProblem(ctx context.Context, o Options) (detail, fix string) {
+	if err := disk.TryMemory(ctx, gatePATH, MinDiskBytes, MinDiskInodes); err != nil {
+		return err.Error(), "a kernel that lets users mount tmpfs and overlayfs in their own user namespaces (Linux 5.11 or later, unprivileged user namespaces enabled), or run as root, or relax it (Options.Relax.DiskQuota)"
+	}
+	return "", ""
+}
