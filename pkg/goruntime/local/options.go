@@ -62,7 +62,10 @@ type Options struct {
 
 	// MemoryBytes caps the memory (RAM+swap) of all processes in a
 	// sandbox; the kernel OOM-kills past it. Default 1 GiB, at least
-	// MinMemoryBytes. GOMEMLIMIT is set to 90% of it.
+	// MinMemoryBytes. GOMEMLIMIT is set to 90% of it. A backend that is
+	// not root keeps the disk in memory (DiskBytes): the sandbox's memory
+	// cgroup then holds MemoryBytes+DiskBytes, for its processes and the
+	// files on its disk together.
 	MemoryBytes int64
 
 	// Processes caps the tasks (processes and threads) a sandbox's
@@ -125,15 +128,18 @@ type Options struct {
 
 	// DiskBytes caps the bytes a sandbox's writable storage holds: /app,
 	// HOME (with the Go build and module caches) and /tmp share one
-	// file system of this size of its own (a sparse ext4 image; its own
-	// metadata takes about 2% of it). A write past it fails with ENOSPC
-	// and the command's result has Limit LimitDisk. Default 4 GiB, at
-	// least MinDiskBytes. Needs root; see Relax.DiskQuota.
+	// file system of this size of its own: as root a sparse ext4 image
+	// (its own metadata takes about 2% of it), otherwise a tmpfs in the
+	// sandbox's own mount namespace, held in memory (see MemoryBytes).
+	// A write past it fails with ENOSPC and the command's result has
+	// Limit LimitDisk. Default 4 GiB, at least MinDiskBytes. See
+	// Relax.DiskQuota.
 	DiskBytes int64
 
 	// DiskInodes caps the files, directories and links a sandbox's
 	// writable storage holds (the ext4 image's inode count, rounded up
-	// to a whole block group). Default 200000, at least MinDiskInodes.
+	// to a whole block group; the tmpfs's nr_inodes). Default 200000, at
+	// least MinDiskInodes.
 	DiskInodes int64
 
 	// HostUIDBase and HostUIDCount are the range of host uids (each used
