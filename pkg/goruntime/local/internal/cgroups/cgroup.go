@@ -139,23 +139,30 @@ func newV2(id string, lim Limits, own, parent string) (*Cgroup, error) {
 		return nil, fmt.Errorf("create cgroup v2 group %s: %w (run as root, or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes ...)", parent, err)
 	}
 	// Controllers must be enabled in every ancestor's subtree_control; ours
-	// is the last step, the rest is the delegation's job.
+	// is the last step, the rest is the delegation's job. The caller's own
+	// cgroup holds processes (v2leaf.go).
+	cpu := true // the cpu controller is optional, as on v1
 	for _, dir := range []string{own, parent} {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644); err != nil {
-			return nil, fmt.Errorf("enable cgroup v2 memory, pids and cpu controllers below %s: %w (the caller's cgroup must be delegated and hold no processes itself; e.g. run under systemd-run --scope -p Delegate=yes)", dir, err)
+		enabled, err := enableControllers(dir, []string{"memory", "pids"}, []string{"cpu"})
+		if err != nil {
+			return nil, fmt.Errorf("enable cgroup v2 memory and pids controllers below %s: %w (the caller's cgroup must be delegated to it: run it under systemd-run --user --scope -p Delegate=yes)", dir, err)
 		}
+		cpu = cpu && len(enabled) == 1
 	}
 	dir := filepath.Join(parent, id)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup v2 %s: %w", dir, err)
 	}
-	cg := &Cgroup{V2: true, Memory: dir, Pids: dir, CPU: dir}
+	cg := &Cgroup{V2: true, Memory: dir, Pids: dir}
+	if cpu {
+		cg.CPU = dir
+	}
 	writes := [][2]string{
 		{"memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
 		{"memory.swap.max", "0"},
 		{"pids.max", strconv.Itoa(lim.Processes)},
 	}
-	if lim.CPUs > 0 {
+	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,
 			[2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)},
 			[2]string{"cpu.weight", cpuWeight(true, lim.CPUs, lim.Background)})

@@ -117,6 +117,11 @@ func findLayout() (layout, error) {
 	}
 	if unified != "" {
 		ownDir := filepath.Join(unified, own[""])
+		if filepath.Base(ownDir) == hostLeaf {
+			// Moved there by an earlier New (v2leaf.go): the delegated
+			// cgroup is its parent.
+			ownDir = filepath.Dir(ownDir)
+		}
 		return layout{v2: filepath.Join(ownDir, groupName), v2Own: ownDir}, nil
 	}
 	return layout{}, errors.New("no cgroup memory and pids controllers are mounted (need cgroup v1 memory+pids hierarchies or cgroup v2 at /sys/fs/cgroup)")
