@@ -81,7 +81,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	switch {
 	case !root:
 		hu.Status = StatusNotApplicable
-		hu.Detail = fmt.Sprintf("not root: sandboxes run as your uid %d (uid 1000 inside maps to it); files they write are yours", os.Geteuid())
+		hu.Detail = fmt.Sprintf("not root: sandboxes run as your uid %d (uid 1000 inside maps to it); files they write are yours (subordinate uids from /etc/subuid are not used yet)", os.Geteuid())
 	case o.Relax.HostUID:
 		hu.Status, hu.Detail = StatusRelaxed, "Options.Relax.HostUID: sandboxes run as host root (without capabilities); files they write belong to root"
 	default:
@@ -128,6 +128,9 @@ func checkCgroups(o Options) []Protection {
 		version = "v2"
 	}
 	mem.Status, mem.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d MiB per sandbox (RAM+swap), OOM kills counted", version, o.MemoryBytes>>20)
+	if os.Geteuid() != 0 && !o.Relax.DiskQuota {
+		mem.Detail += fmt.Sprintf("; plus its memory disk's %d MiB (disk-quota)", o.DiskBytes>>20)
+	}
 	pids.Status, pids.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d tasks per sandbox", version, o.Processes)
 	if cg.CPU == "" {
 		cpu.Status, cpu.Detail = StatusUnavailable, "no cpu controller mounted: sandboxes are not capped in CPU time (GOMAXPROCS still is)"
