@@ -9,6 +9,14 @@ func interleaved(n int, steps ...func() (time.Duration, error)) ([]durations, er
 	return rounds(n, false, steps)
 }
 
+// alternated is interleaved with the order of the steps reversed every
+// other round (ABBA...), so that no step always runs right after another
+// one: whatever a step leaves behind (a refill, a warm page cache, a
+// busier CPU) falls on each of the others alike.
+func alternated(n int, steps ...func() (time.Duration, error)) ([]durations, error) {
+	return rounds(n, true, steps)
+}
+
 // rounds runs one warm-up round and n counted rounds of steps, reversing
 // their order in odd rounds when alternate is set.
 func rounds(n int, alternate bool, steps []func() (time.Duration, error)) ([]durations, error) {
