@@ -9,6 +9,8 @@ GO       ?= go
 FLOW     ?= all
 # Extra flags for the demo, e.g. DEMO_FLAGS=--relax=disk as a user other than root.
 DEMO_FLAGS ?=
+# Flags for cmd/bench, e.g. BENCH_FLAGS=--sections=rootless (as root; docs/benchmarks.md).
+BENCH_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
 RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
 
@@ -66,7 +68,7 @@ test: deps vet unit race lint e2e ## run every test
 
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
 	bash scripts/install-deps.sh bubblewrap iptables python3-fastapi python3-uvicorn python3-multipart
-	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/server/ ./internal/client/processclient/ ./pkg/goruntime/local/ ./cmd/mcp-server/

@@ -3,8 +3,10 @@
 // it ran on: the runtime server against a bare fork+exec, upstream
 // agent-sandbox's Python runtime and its sandboxd daemon; local sandbox
 // open, first and warm go runs and 8 sandboxes at once against the bare
-// host; an MCP call against a library call. `make bench` runs it;
-// docs/benchmarks.md shows the last table and how to read it.
+// host; an MCP call against a library call; with --sections=rootless
+// (as root), the local backend run by another user against the same as
+// root. `make bench` runs it; docs/benchmarks.md shows the last table and
+// how to read it.
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 
 func main() {
 	local.ServeIfChild()
+	bench.ServeIfSide() // the rootless section's sides are copies of this binary
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

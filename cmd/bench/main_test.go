@@ -18,6 +18,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--sections=disk"}, 2, `unknown section "disk"`},
 		{[]string{"--baselines=node"}, 2, `unknown baseline "node"`},
 		{[]string{"--rounds=0"}, 2, "--rounds=0"},
+		{[]string{"--sections=rootless", "--rootless-uid=0"}, 2, "--rootless-uid=0"},
 		{[]string{"stray"}, 2, "unexpected arguments"},
 	}
 	for _, c := range cases {

@@ -18,10 +18,23 @@ const (
 	SectionServer = "server" // runtime server vs bare exec, Python runtime, sandboxd
 	SectionLocal  = "local"  // local backend: open, first/warm runs, 8 at once
 	SectionMCP    = "mcp"    // MCP call vs library call vs bare host
+	// SectionRootless is the local backend run by a user other than root
+	// against the same as root (rootless.go). Not a default section: it
+	// needs root, gives a uid a cgroup of its own for the run and takes
+	// a few minutes.
+	SectionRootless = "rootless"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless}
+
+// DefaultSections are the sections a run measures unless told otherwise.
+var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP}
+
+// DefaultRootlessUID is the uid the rootless section runs its backend as:
+// a uid with no account that nothing else uses (the tests run backends as
+// 65533 and 65534).
+const DefaultRootlessUID = 65532
 
 // Upstream baselines of the server section.
 const (
@@ -48,6 +61,13 @@ type Config struct {
 	CacheDir string
 	// StateDir is the local backend's state directory; default its own.
 	StateDir string
+	// RootlessUID is the user (uid and gid) the rootless section runs its
+	// backend as. Default DefaultRootlessUID.
+	RootlessUID int
+	// RootlessDir holds the rootless backend's HOME and state directory,
+	// given to RootlessUID and kept between runs (its seed build cache is
+	// built once). Default CacheDir/rootless.
+	RootlessDir string
 	// Log receives progress lines (what is being measured); nil: none.
 	Log io.Writer
 }
@@ -60,12 +80,13 @@ func Defaults() Config {
 			cache = filepath.Join(uc, "go-runtime-sandbox", "bench")
 		}
 	}
-	return Config{Sections: slices.Clone(AllSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache}
+	return Config{Sections: slices.Clone(DefaultSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache,
+		RootlessUID: DefaultRootlessUID}
 }
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp (default all)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless (default server,local,mcp; rootless needs root)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -79,6 +100,8 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "samples per slow figure (go runs, opens); fast figures take 10x as many")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where upstream's sandboxd is built once per machine")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "the local backend's state directory (default: its own)")
+	fs.IntVar(&cfg.RootlessUID, "rootless-uid", cfg.RootlessUID, "the rootless section's user: its backend runs as this uid and gid")
+	fs.StringVar(&cfg.RootlessDir, "rootless-dir", cfg.RootlessDir, "the rootless backend's HOME and state directory, given to --rootless-uid and kept (default: <cache-dir>/rootless)")
 }
 
 // Validate rejects a Config a run cannot use, naming the setting.
@@ -101,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheDir == "" {
 		return errors.New("--cache-dir: must not be empty")
+	}
+	if c.RootlessUID <= 0 {
+		return fmt.Errorf("--rootless-uid=%d: want a uid other than root", c.RootlessUID)
 	}
 	return nil
 }
@@ -147,9 +173,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	sections := map[string]func(context.Context) error{
-		SectionServer: r.serverSection,
-		SectionLocal:  r.localSection,
-		SectionMCP:    r.mcpSection,
+		SectionServer:   r.serverSection,
+		SectionLocal:    r.localSection,
+		SectionMCP:      r.mcpSection,
+		SectionRootless: r.rootlessSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {

@@ -147,6 +147,33 @@ func waitPool(b *local.Backend) {
 	}
 }
 
+// timeOpen times b.Open (the sandbox ready to serve) and closes the
+// sandbox, untimed.
+func timeOpen(ctx context.Context, b *local.Backend) (time.Duration, error) {
+	start := time.Now()
+	sb, err := b.Open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	return d, sb.Close(ctx)
+}
+
+// firstRun opens a fresh session of b, times req as its first command
+// and closes it (Open and Close untimed).
+func firstRun(ctx context.Context, b *local.Backend, req goruntime.Request) (time.Duration, error) {
+	fresh, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		return 0, err
+	}
+	d, err := execOK(ctx, fresh, req)
+	_ = fresh.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("first run: %w", err)
+	}
+	return d, nil
+}
+
 // openFigures times Open (the sandbox ready to serve) with the default
 // warm pool and without one; Close is not timed. Between opens the
 // backend gets up to 5 s to refill its pool, as it would between an
@@ -157,18 +184,9 @@ func (r *runner) openFigures(ctx context.Context, pooled *local.Backend) error {
 		return err
 	}
 	defer unpooled.Close(context.WithoutCancel(ctx))
-	open := func(b *local.Backend) (time.Duration, error) {
-		start := time.Now()
-		sb, err := b.Open(ctx)
-		if err != nil {
-			return 0, err
-		}
-		d := time.Since(start)
-		return d, sb.Close(ctx)
-	}
 	s, err := interleaved(r.cfg.Rounds*2,
-		func() (time.Duration, error) { waitPool(pooled); return open(pooled) },
-		func() (time.Duration, error) { return open(unpooled) })
+		func() (time.Duration, error) { waitPool(pooled); return timeOpen(ctx, pooled) },
+		func() (time.Duration, error) { return timeOpen(ctx, unpooled) })
 	if err != nil {
 		return err
 	}
@@ -212,14 +230,9 @@ func (r *runner) firstWarmFigures(ctx context.Context, b *local.Backend) error {
 		for ci, c := range goCommands {
 			code := round*len(goCommands) + ci
 			waitPool(b)
-			fresh, err := goruntime.Open(ctx, b, goruntime.Options{})
+			d, err := firstRun(ctx, b, goruntime.Request{Files: files(smallModule(1000 + code)), Command: c})
 			if err != nil {
 				return err
-			}
-			d, err := execOK(ctx, fresh, goruntime.Request{Files: files(smallModule(1000 + code)), Command: c})
-			_ = fresh.Close(context.WithoutCancel(ctx))
-			if err != nil {
-				return fmt.Errorf("first run: %w", err)
 			}
 			first[c] = append(first[c], d)
 			waitPool(b)

@@ -3,8 +3,9 @@
 // server against a bare fork+exec, upstream agent-sandbox's Python runtime
 // and upstream's sandboxd daemon; the local backend's open, first and warm
 // runs and concurrent sandboxes against the bare host; an MCP call against
-// a library call and the bare host. cmd/bench is its command line and
-// docs/benchmarks.md shows the last table.
+// a library call and the bare host; on request (it needs root) the local
+// backend run by another user against the same as root. cmd/bench is its
+// command line and docs/benchmarks.md shows the last table.
 //
 // Every figure is a ratio of two things measured in the same run,
 // interleaved where they can be, so a busy machine weighs on both alike.
@@ -23,7 +24,7 @@ import (
 // Row is one line of the report: a figure of ours, the baseline it is
 // compared with, their ratio and the target the ratio should meet.
 type Row struct {
-	Section  string  // "server", "local" or "mcp"
+	Section  string  // "server", "local", "mcp" or "rootless"
 	Figure   string  // what is measured
 	Ours     string  // our value, with its unit
 	Baseline string  // what we compare with and its value; "" when none

@@ -313,34 +313,6 @@ func timed(fn func() error) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// interleaved runs n rounds of every step in turn (one of each per
-// round), so that load on the machine falls on all of them alike, and
-// returns each step's samples. One warm-up round is not counted.
-func interleaved(n int, steps ...func() (time.Duration, error)) ([]durations, error) {
-	out := make([]durations, len(steps))
-	for round := -1; round < n; round++ {
-		for i, step := range steps {
-			d, err := step()
-			if err != nil {
-				return nil, err
-			}
-			if round >= 0 {
-				out[i] = append(out[i], d)
-			}
-		}
-	}
-	return out, nil
-}
-
-// added is each round's a minus b (samples of one interleaved run).
-func added(a, b durations) durations {
-	out := make(durations, min(len(a), len(b)))
-	for i := range out {
-		out[i] = a[i] - b[i]
-	}
-	return out
-}
-
 func bareExec() error { return exec.Command("/bin/sh", "-c", "true").Run() }
 
 func legacyExecute(ctx context.Context, c *http.Client, base string) error {
