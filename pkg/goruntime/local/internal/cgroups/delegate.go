@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 )
@@ -52,6 +53,15 @@ func Delegate(uid, gid int) ([]string, error) {
 		for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "tasks")} {
 			if err := os.Chown(p, uid, gid); err != nil {
 				return dirs, fmt.Errorf("give cgroup %s to uid %d: %w", p, uid, err)
+			}
+		}
+		// The weight of the user's sandboxes together against the rest of
+		// the host: what root's backend gives its group (newV1), which the
+		// user may not set itself.
+		if c == "cpu" {
+			p := filepath.Join(dir, "cpu.shares")
+			if err := os.WriteFile(p, []byte(strconv.Itoa(cpuWeightV1*runtime.NumCPU())), 0o644); err != nil {
+				return dirs, fmt.Errorf("set the CPU weight of %s: %w", dir, err)
 			}
 		}
 		dirs = append(dirs, dir)
