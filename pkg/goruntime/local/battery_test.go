@@ -15,8 +15,9 @@ import (
 // processes, escape through symlinks, replace the server), each written
 // once as a function that runs the attack against a session and returns
 // its findings: the ways the protection failed, none when it held. The
-// tests fail with each finding (check, require), and a run as another
-// user can report them.
+// root tests fail with each finding (check, require); the rootless helper
+// runs the same functions as an ordinary user and prints them for its
+// parent (rootlesshelper_test.go).
 
 // findings are the ways protections failed in one attack, one entry
 // each.
