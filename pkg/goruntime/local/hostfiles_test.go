@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -147,17 +148,26 @@ func TestOpenFileTableShare(t *testing.T) {
 	}
 }
 
+// openFilesAttack: each process's open-file limit (RLIMIT_NOFILE) is
+// limit, soft and hard, so a command cannot raise it.
+func openFilesAttack(s *goruntime.Session, limit int) findings {
+	var f findings
+	res := f.mustOK(s, goruntime.Request{Command: fmt.Sprintf("ulimit -Sn; ulimit -Hn; ulimit -n %d 2>&1 || echo refused", limit+1)})
+	if res == nil {
+		return f
+	}
+	if got := strings.Fields(res.Stdout); len(got) < 3 || got[0] != strconv.Itoa(limit) || got[1] != strconv.Itoa(limit) || got[len(got)-1] != "refused" {
+		f.add("ulimit -Sn, -Hn, raising it: %q; want %d, %d, refused", res.Stdout, limit, limit)
+	}
+	return f
+}
+
 // TestOpenFilesOption: Options.OpenFiles is each sandbox process's
-// RLIMIT_NOFILE, soft and hard, so a command cannot raise it; New
-// refuses one below MinOpenFiles.
+// RLIMIT_NOFILE (openFilesAttack); New refuses one below MinOpenFiles.
 func TestOpenFilesOption(t *testing.T) {
 	opts := testOptions()
 	opts.OpenFiles = 300
-	s := openSession(t, newBackend(t, opts))
-	res := mustOK(t, s, goruntime.Request{Command: "ulimit -Sn; ulimit -Hn; ulimit -n 301 2>&1 || echo refused"})
-	if got := strings.Fields(res.Stdout); len(got) < 3 || got[0] != "300" || got[1] != "300" || got[len(got)-1] != "refused" {
-		t.Errorf("ulimit -Sn, -Hn, raising it: %q; want 300, 300, refused", res.Stdout)
-	}
+	check(t, openFilesAttack(openSession(t, newBackend(t, opts)), 300))
 	opts.OpenFiles = local.MinOpenFiles - 1
 	if _, err := local.New(opts); err == nil || !strings.Contains(err.Error(), "Options.OpenFiles") {
 		t.Errorf("New with OpenFiles %d: %v; want an error naming Options.OpenFiles", opts.OpenFiles, err)

@@ -5,11 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,141 +15,26 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
-func TestWriteOutsideAppFails(t *testing.T) {
-	s := openSession(t, newBackend(t, testOptions()))
-	goroot := strings.TrimSpace(mustOK(t, s, goruntime.Request{Command: "go env GOROOT"}).Stdout)
-	for _, target := range []string{"/x", "/usr/x", "/etc/x", "/go/pkg/mod/x", goroot + "/x", "/proc/x", "/home/x", "/.sandbox/x"} {
-		res := run(t, s, goruntime.Request{Command: "echo pwned > " + target})
-		if res.ExitCode == 0 {
-			t.Errorf("writing %s succeeded", target)
-		}
-	}
-	for _, target := range []string{"/app/ok", "/tmp/ok", "$HOME/ok"} {
-		mustOK(t, s, goruntime.Request{Command: "echo fine > " + target + " && cat " + target})
-	}
-	if _, err := os.Stat(filepath.Join(goroot, "x")); err == nil {
-		t.Errorf("%s/x appeared on the host", goroot)
-	}
-}
+// forkBomb is the shell's fork bomb. Its command ends after 3 s, by when
+// the process limit has stopped the bomb.
+const forkBomb = "bomb() { bomb | bomb & }; bomb; sleep 3"
 
-func TestHostHomeAndTmpInvisible(t *testing.T) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := fmt.Sprintf("secret-%d", time.Now().UnixNano())
-	homeFile := filepath.Join(home, ".local-test-"+secret)
-	tmpFile := filepath.Join(os.TempDir(), "local-test-"+secret)
-	for _, f := range []string{homeFile, tmpFile} {
-		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(f) })
-	}
-	s := openSession(t, newBackend(t, testOptions()))
-	for _, f := range []string{homeFile, tmpFile} {
-		res := run(t, s, goruntime.Request{Command: "cat " + f})
-		if res.ExitCode == 0 || strings.Contains(res.Stdout, secret) {
-			t.Errorf("sandbox read host file %s: %q", f, res.Stdout)
-		}
-	}
-	if res := run(t, s, goruntime.Request{Command: "ls -A /root"}); res.ExitCode == 0 {
-		t.Errorf("sandbox lists a /root: %q", res.Stdout)
-	}
-	res := run(t, s, goruntime.Request{Command: "grep -rl " + secret + " / --exclude-dir=proc --exclude-dir=usr --exclude-dir=go --exclude-dir=sys 2>/dev/null | head"})
-	if strings.TrimSpace(res.Stdout) != "" {
-		t.Errorf("host secret found in the sandbox at %s", res.Stdout)
-	}
-}
-
-func TestNetworkUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-			accepted <- struct{}{}
-		}
-	}()
-	s := openSession(t, newBackend(t, testOptions()))
-	prog := fmt.Sprintf(`package main
-
-import (
-	"fmt"
-	"net"
-	"time"
-)
-
-func main() {
-	for _, addr := range []string{%q, "1.1.1.1:53", "[2606:4700:4700::1111]:53", "proxy.golang.org:443"} {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err == nil {
-			c.Close()
-			fmt.Println("CONNECTED", addr)
-			continue
-		}
-		fmt.Println("refused", addr, err)
-	}
-}
-`, ln.Addr().String())
-	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "dial.go", Data: []byte(prog)}}, Command: "go run dial.go"})
-	if strings.Contains(res.Stdout, "CONNECTED") || strings.Count(res.Stdout, "\nrefused ") != 3 {
-		t.Errorf("sandbox reached the network:\n%s", res.Stdout)
-	}
-	select {
-	case <-accepted:
-		t.Error("the host listener accepted a connection from the sandbox")
-	default:
-	}
-	ifaces := mustOK(t, s, goruntime.Request{Command: "ls /sys/class/net 2>/dev/null; cat /proc/net/dev"}).Stdout
-	if strings.Contains(ifaces, "eth") || strings.Contains(ifaces, "ens") {
-		t.Errorf("sandbox sees host interfaces:\n%s", ifaces)
-	}
-}
-
-func TestHostProcessesInvisible(t *testing.T) {
-	marker := strconv.Itoa(900000 + int(time.Now().UnixNano()%99999))
-	host := exec.Command("sleep", marker)
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { host.Process.Kill(); host.Wait() }()
-	pid := host.Process.Pid
-
-	s := openSession(t, newBackend(t, testOptions()))
-	res := run(t, s, goruntime.Request{Command: "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"})
-	if strings.Contains(res.Stdout, "sleep "+marker) {
-		t.Errorf("sandbox sees host process sleep %s", marker)
-	}
-	res = run(t, s, goruntime.Request{Command: "ls -d /proc/[0-9]* | wc -l"})
-	if n, _ := strconv.Atoi(strings.TrimSpace(res.Stdout)); n == 0 || n > 10 {
-		t.Errorf("sandbox sees %d processes, want a handful of its own", n)
-	}
-	res = run(t, s, goruntime.Request{Command: fmt.Sprintf("kill -9 %d", pid)})
-	if res.ExitCode == 0 {
-		t.Errorf("kill -9 %d in the sandbox succeeded", pid)
-	}
-	if err := syscallKill0(pid); err != nil {
-		t.Errorf("host process %d died after the sandbox signalled it: %v", pid, err)
-	}
-}
+// memoryBomb fills memory until the limit ends it: tail keeps the last
+// line in memory, and /dev/zero has no newline.
+const memoryBomb = "tail /dev/zero"
 
 func TestForkBombContained(t *testing.T) {
 	opts := testOptions()
 	opts.Processes = 64
 	s := openSession(t, newBackend(t, opts))
-	res := run(t, s, goruntime.Request{Command: "bomb() { bomb | bomb & }; bomb; sleep 3", Timeout: 20 * time.Second})
+	res := run(t, s, goruntime.Request{Command: forkBomb, Timeout: 20 * time.Second})
 	if res.Outcome != goruntime.OutcomeProcessLimit {
 		t.Errorf("fork bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeProcessLimit)
 	}
 	if !strings.Contains(res.Stderr, "process limit was hit: 64 processes") || !strings.Contains(res.Stderr, "Options.Processes") {
 		t.Errorf("fork bomb: stderr does not end with the note naming the limit and its flag: %q", clipTail(res.Stderr))
 	}
-	assertLimit(t, s, "bomb() { bomb | bomb & }; bomb; sleep 3", goruntime.LimitProcesses)
+	assertLimit(t, s, forkBomb, goruntime.LimitProcesses)
 	mustOK(t, s, goruntime.Request{Command: "echo after the bomb"})
 	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go"})
 }
@@ -161,8 +43,7 @@ func TestMemoryBombContained(t *testing.T) {
 	opts := testOptions()
 	opts.MemoryBytes = 256 << 20
 	s := openSession(t, newBackend(t, opts))
-	// tail keeps the last line in memory; /dev/zero has no newline.
-	res := run(t, s, goruntime.Request{Command: "tail /dev/zero", Timeout: time.Minute})
+	res := run(t, s, goruntime.Request{Command: memoryBomb, Timeout: time.Minute})
 	if res.Outcome != goruntime.OutcomeMemoryLimit {
 		t.Errorf("memory bomb: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
 	}
@@ -330,20 +211,6 @@ func TestResetKeepsBuildCache(t *testing.T) {
 	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go build -x -o hello main.go 2>&1"})
 	if strings.Contains(res.Stdout, "/compile ") {
 		t.Errorf("rebuild after Reset compiled again:\n%.2000s", res.Stdout)
-	}
-}
-
-func TestSandboxesSeparate(t *testing.T) {
-	b := newBackend(t, testOptions())
-	a, c := openSession(t, b), openSession(t, b)
-	mustOK(t, a, goruntime.Request{Command: "echo A > /app/a; echo A > /tmp/a; echo A > $HOME/a; echo A > $(go env GOCACHE)/a"})
-	res := run(t, c, goruntime.Request{Command: "cat /app/a /tmp/a $HOME/a $(go env GOCACHE)/a"})
-	if res.ExitCode == 0 || strings.Contains(res.Stdout, "A") {
-		t.Errorf("sandbox %s sees %s's files: %q", c.ID(), a.ID(), res.Stdout)
-	}
-	res = run(t, c, goruntime.Request{Command: "ls / /home /run; find / -name '" + a.ID() + "' 2>/dev/null"})
-	if strings.Contains(res.Stdout, a.ID()) {
-		t.Errorf("sandbox sees the other's ID in:\n%s", res.Stdout)
 	}
 }
 

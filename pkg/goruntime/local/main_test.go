@@ -127,8 +127,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //
 //	open-exit:  open a sandbox, print its ID, exit without closing it.
 //	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
-//	rootless:   run as a user other than root, report its sandbox's limits
-//	            (rootless_test.go).
+//	rootless:   run as a user other than root, run the attacker battery and
+//	            report what its sandboxes' limits did (rootlesshelper_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}

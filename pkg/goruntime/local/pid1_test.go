@@ -1,11 +1,9 @@
 package local_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -104,12 +102,11 @@ func report(err error, done string) {
 }
 `
 
-// pid1Session opens a session with keep.txt written and the attack
-// program built at /tmp/attack.
-func pid1Session(t *testing.T, opts local.Options) *goruntime.Session {
-	t.Helper()
-	s := openSession(t, newBackend(t, opts))
-	mustOK(t, s, goruntime.Request{
+// armAttacker writes keep.txt (serverIntact) and builds the attack
+// program at /tmp/attack in s.
+func armAttacker(s *goruntime.Session) findings {
+	var f findings
+	f.mustOK(s, goruntime.Request{
 		Files: []goruntime.File{
 			{Path: "keep.txt", Data: []byte("kept")},
 			{Path: "attack/go.mod", Data: []byte("module attack\n\ngo 1.22\n")},
@@ -117,54 +114,42 @@ func pid1Session(t *testing.T, opts local.Options) *goruntime.Session {
 		},
 		Command: "cd attack && go build -o /tmp/attack .",
 	})
+	return f
+}
+
+// pid1Session opens a session armed for the attacks (armAttacker).
+func pid1Session(t *testing.T, opts local.Options) *goruntime.Session {
+	t.Helper()
+	s := openSession(t, newBackend(t, opts))
+	require(t, armAttacker(s))
 	return s
 }
 
-// serverIntact fails t unless the server answers a command within a short
-// deadline and keep.txt still holds "kept". after names the attack.
-func serverIntact(t *testing.T, s *goruntime.Session, after string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := s.Execute(ctx, goruntime.Request{Command: "cat keep.txt"})
-	if err != nil {
-		t.Fatalf("after %s: the next call failed: %v", after, err)
+// serverIsPID1: the runtime server is the sandbox's PID 1, alone.
+func serverIsPID1(s *goruntime.Session) findings {
+	var f findings
+	res := f.mustOK(s, goruntime.Request{Command: "tr '\\0' ' ' </proc/1/cmdline; echo; pgrep -x server"})
+	if res == nil {
+		return f
 	}
-	if res.ExitCode != 0 || res.Stdout != "kept" {
-		t.Fatalf("after %s: cat keep.txt: exit %d, stdout %q, stderr %q", after, res.ExitCode, res.Stdout, res.Stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "/.sandbox/server ") || strings.TrimSpace(lines[1]) != "1" {
+		f.add("PID 1 is %q and the server's pids are %q; want the server, alone, at PID 1", lines[0], lines[1:])
 	}
-}
-
-// attack runs command, which may fail or be killed, and then checks that
-// the server and the session's files survived it.
-func attack(t *testing.T, s *goruntime.Session, command string) *goruntime.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := s.Execute(ctx, goruntime.Request{Command: command, Timeout: time.Minute})
-	if err != nil {
-		t.Fatalf("%q: %v", command, err)
-	}
-	serverIntact(t, s, command)
-	return res
+	return f
 }
 
 // TestServerIsPID1: the runtime server is the sandbox's init, so the
 // kernel shields it from its commands.
 func TestServerIsPID1(t *testing.T) {
-	s := openSession(t, newBackend(t, testOptions()))
-	res := mustOK(t, s, goruntime.Request{Command: "tr '\\0' ' ' </proc/1/cmdline; echo; pgrep -x server"})
-	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "/.sandbox/server ") || strings.TrimSpace(lines[1]) != "1" {
-		t.Fatalf("PID 1 is %q and the server's pids are %q; want the server, alone, at PID 1", lines[0], lines[1:])
-	}
+	check(t, serverIsPID1(openSession(t, newBackend(t, testOptions()))))
 }
 
-// TestCommandCannotKillServer: whatever signal a command sends the
-// runtime server (PID 1), to every process (-1) or to its uid, the
-// server goes on answering and the session's files stay.
-func TestCommandCannotKillServer(t *testing.T) {
-	s := pid1Session(t, testOptions())
+// killServerAttacks: whatever signal a command sends the runtime server
+// (PID 1), to every process (-1) or to its uid, the server goes on
+// answering and the session's files stay. s is armed (armAttacker).
+func killServerAttacks(s *goruntime.Session) findings {
+	var f findings
 	for _, cmd := range []string{
 		"kill -9 -1",
 		"kill -TERM -1",
@@ -175,20 +160,31 @@ func TestCommandCannotKillServer(t *testing.T) {
 		"kill -QUIT 1",
 		"kill -9 $(pgrep -x server)",
 	} {
-		attack(t, s, cmd)
+		if f.attack(s, cmd) == nil {
+			return f
+		}
 	}
 	for sig := 1; sig <= 64; sig++ {
-		attack(t, s, fmt.Sprintf("kill -%d 1", sig))
-		attack(t, s, fmt.Sprintf("kill -%d $(pgrep -x server)", sig))
-		attack(t, s, fmt.Sprintf("kill -%d -1", sig))
+		for _, cmd := range []string{"kill -%d 1", "kill -%d $(pgrep -x server)", "kill -%d -1"} {
+			if f.attack(s, fmt.Sprintf(cmd, sig)) == nil {
+				return f
+			}
+		}
 	}
+	if res := f.mustOK(s, goruntime.Request{Command: "cat keep.txt"}); res != nil && res.Stdout != "kept" {
+		f.add("after the signals: cat keep.txt: %q", res.Stdout)
+	}
+	return f
 }
 
-// TestCommandCannotForgeFaultSignal: a signal sent with a siginfo of the
-// command's making (si_code SI_QUEUE) looks like a real fault to the Go
-// runtime; the sandbox's seccomp policy and the server's own filter
-// (which holds with the former relaxed) refuse it for fault signals, and
-// every other one the server drops.
+// TestCommandCannotKillServer: killServerAttacks.
+func TestCommandCannotKillServer(t *testing.T) {
+	check(t, killServerAttacks(pid1Session(t, testOptions())))
+}
+
+// TestCommandCannotForgeFaultSignal: forgeFaultAttacks, with the
+// sandbox's seccomp policy and with it relaxed (the server's own filter
+// then holds alone).
 func TestCommandCannotForgeFaultSignal(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -197,31 +193,39 @@ func TestCommandCannotForgeFaultSignal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions()
 			opts.Relax = tc.relax
-			forgeFaults(t, pid1Session(t, opts))
+			check(t, forgeFaultAttacks(pid1Session(t, opts)))
 		})
 	}
 }
 
-func forgeFaults(t *testing.T, s *goruntime.Session) {
+// forgeFaultAttacks: a signal sent with a siginfo of the command's making
+// (si_code SI_QUEUE) looks like a real fault to the Go runtime; the
+// sandbox's seccomp policy and the server's own filter (which holds with
+// the former relaxed) refuse it for fault signals, and every other one
+// the server drops. s is armed (armAttacker).
+func forgeFaultAttacks(s *goruntime.Session) findings {
+	var f findings
 	fault := map[int]bool{4: true, 5: true, 7: true, 8: true, 11: true, 16: true, 31: true}
 	for sig := 1; sig <= 64; sig++ {
 		for _, mode := range []string{"sigqueue", "pidfd"} {
-			res := attack(t, s, fmt.Sprintf("/tmp/attack %s $(pgrep -x server) %d", mode, sig))
+			res := f.attack(s, fmt.Sprintf("/tmp/attack %s $(pgrep -x server) %d", mode, sig))
+			if res == nil {
+				return f
+			}
 			want := "DONE " // the kernel takes it; the server drops it
 			if fault[sig] {
 				want = "REFUSED operation not permitted"
 			}
 			if !strings.HasPrefix(res.Stdout, want) {
-				t.Errorf("%s of signal %d: %q (stderr %q), want %q", mode, sig, res.Stdout, res.Stderr, want)
+				f.add("%s of signal %d: %q (stderr %q), want %q", mode, sig, res.Stdout, res.Stderr, want)
 			}
 		}
 	}
+	return f
 }
 
-// TestCommandCannotReachServerMemory: a command cannot read the server's
-// environment, list its descriptors, write its memory or ptrace it
-// (PR_SET_DUMPABLE 0), with the seccomp filter (which refuses ptrace
-// itself) and without it.
+// TestCommandCannotReachServerMemory: serverMemoryAttacks, with the
+// seccomp filter (which refuses ptrace itself) and without it.
 func TestCommandCannotReachServerMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -230,19 +234,29 @@ func TestCommandCannotReachServerMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions()
 			opts.Relax = tc.relax
-			s := pid1Session(t, opts)
-			for _, mode := range []string{"environ", "fd", "mem", "ptrace"} {
-				res := attack(t, s, "/tmp/attack "+mode+" $(pgrep -x server)")
-				if !strings.HasPrefix(res.Stdout, "REFUSED ") {
-					t.Errorf("%s of the server: %q (stderr %q), want REFUSED", mode, res.Stdout, res.Stderr)
-				}
-			}
-			// A command's own process is dumpable again after execve:
-			// it reads its own environment and /proc entries.
-			res := mustOK(t, s, goruntime.Request{Command: "grep -c . /proc/self/environ >/dev/null && ls /proc/self/fd >/dev/null && /tmp/attack environ $$"})
-			if !strings.HasPrefix(res.Stdout, "DONE ") {
-				t.Errorf("a command reading its shell's environ: %q, want DONE", res.Stdout)
-			}
+			check(t, serverMemoryAttacks(pid1Session(t, opts)))
 		})
 	}
+}
+
+// serverMemoryAttacks: a command cannot read the server's environment,
+// list its descriptors, write its memory or ptrace it (PR_SET_DUMPABLE
+// 0), while its own process, dumpable again after execve, reads its own
+// environment and /proc entries. s is armed (armAttacker).
+func serverMemoryAttacks(s *goruntime.Session) findings {
+	var f findings
+	for _, mode := range []string{"environ", "fd", "mem", "ptrace"} {
+		res := f.attack(s, "/tmp/attack "+mode+" $(pgrep -x server)")
+		if res == nil {
+			return f
+		}
+		if !strings.HasPrefix(res.Stdout, "REFUSED ") {
+			f.add("%s of the server: %q (stderr %q), want REFUSED", mode, res.Stdout, res.Stderr)
+		}
+	}
+	res := f.mustOK(s, goruntime.Request{Command: "grep -c . /proc/self/environ >/dev/null && ls /proc/self/fd >/dev/null && /tmp/attack environ $$"})
+	if res != nil && !strings.HasPrefix(res.Stdout, "DONE ") {
+		f.add("a command reading its shell's environ: %q, want DONE", res.Stdout)
+	}
+	return f
 }

@@ -302,7 +302,7 @@ func TestWarmPoolLimits(t *testing.T) {
 	if !slices.Contains(before, s.ID()) {
 		t.Fatalf("Open started sandbox %s instead of claiming the pool's", s.ID())
 	}
-	res := run(t, s, goruntime.Request{Command: "tail /dev/zero", Timeout: time.Minute})
+	res := run(t, s, goruntime.Request{Command: memoryBomb, Timeout: time.Minute})
 	if res.Outcome != goruntime.OutcomeMemoryLimit {
 		t.Errorf("memory bomb in a pool sandbox: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeMemoryLimit)
 	}
@@ -313,7 +313,7 @@ func TestWarmPoolLimits(t *testing.T) {
 	if !slices.Contains(before, s2.ID()) {
 		t.Fatalf("Open started sandbox %s instead of claiming the pool's", s2.ID())
 	}
-	res = run(t, s2, goruntime.Request{Command: "bomb() { bomb | bomb & }; bomb; sleep 3", Timeout: 20 * time.Second})
+	res = run(t, s2, goruntime.Request{Command: forkBomb, Timeout: 20 * time.Second})
 	if res.Outcome != goruntime.OutcomeProcessLimit {
 		t.Errorf("fork bomb in a pool sandbox: outcome %s (exit %d, stderr %.300s), want %s", res.Outcome, res.ExitCode, res.Stderr, goruntime.OutcomeProcessLimit)
 	}

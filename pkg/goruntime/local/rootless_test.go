@@ -2,8 +2,10 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +25,14 @@ const rootlessUID = 65533
 
 // TestRootlessLimits: a user other than root, after root's one-time
 // setup (DelegateCgroups, sandbox-check --setup-user), gets sandboxes
-// with the limits root's get, the disk quota aside (relaxed here): a
-// memory bomb ends at the memory limit, the TCP connections and listen
-// queue are capped in the sandbox's network, and its devpts instance
-// holds at most 32 ptys. The backend runs in a process of uid 65533.
+// with the protections root's get, the disk quota as a memory disk. The
+// backend runs in a process of uid 65533 (rootlessHelper), which reports
+// what its limits did: a disk fill and a file fill end at the disk quota,
+// a memory bomb at the memory limit, a fork bomb at the process limit,
+// the TCP connections and listen queue
+// are capped in the sandbox's network, and its devpts instance holds at
+// most 32 ptys; and runs the attacker battery (rootlessBattery) in two
+// sandboxes, each attack reported as held or with its findings.
 func TestRootlessLimits(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to delegate cgroups and to run the backend as another user")
@@ -45,6 +51,7 @@ func TestRootlessLimits(t *testing.T) {
 	})
 	// The helper runs a copy of this test binary and the server from a
 	// directory that uid can read, with a state directory of its own.
+	setup := time.Now()
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes both 0700
 		if err := os.Chmod(d, 0o755); err != nil {
@@ -58,95 +65,156 @@ func TestRootlessLimits(t *testing.T) {
 	for _, src := range []string{os.Args[0], serverPath, filepath.Join(filepath.Dir(serverPath), "sandbox-processapi")} {
 		copyExecutable(t, src, filepath.Join(bin, filepath.Base(src)))
 	}
+	hostile := filepath.Join(bin, "hostile")
+	if err := os.WriteFile(hostile, buildHostileServer(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o755); err != nil {
-		t.Fatal(err)
+	state := filepath.Join(home, "state")
+	for _, d := range []string{home, state} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, rootlessUID, rootlessUID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Chown(home, rootlessUID, rootlessUID); err != nil {
-		t.Fatal(err)
-	}
+	shareSeed(t, filepath.Join(state, "seed"))
 	cmd := exec.Command(filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
 	cmd.Dir = home
 	cmd.Env = []string{helperEnv + "=rootless", "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
-		"LOCAL_TEST_STATE_DIR=" + filepath.Join(home, "state"), "HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		"LOCAL_TEST_STATE_DIR=" + state, "LOCAL_TEST_HOSTILE=" + hostile, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rootlessUID, Gid: rootlessUID, Groups: []uint32{}}}
+	t.Logf("setup (binaries copied, the hostile server built, the seed shared): %s", time.Since(setup).Round(100*time.Millisecond))
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("the backend as uid %d:\n%s", rootlessUID, out)
+	t.Logf("the backend as uid %d, %s:\n%s", rootlessUID, time.Since(start).Round(100*time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("rootless helper: %v", err)
 	}
-	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0", "memory " + string(goruntime.OutcomeMemoryLimit),
-		"disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit)} {
+	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0",
+		"disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit), "inodes " + string(goruntime.OutcomeDiskLimit),
+		"memory " + string(goruntime.OutcomeMemoryLimit), "processes " + string(goruntime.OutcomeProcessLimit)} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the rootless sandbox did not report %q", want)
 		}
 	}
+	checkBattery(t, string(out))
 }
 
-// rootlessHelper opens a sandbox with the disk quota relaxed (it needs
-// root), a 256 MiB memory limit and a cap of 256 connections, and prints
-// what its limits did.
-func rootlessHelper(ctx context.Context, opts local.Options) int {
-	if os.Geteuid() == 0 {
-		fmt.Fprintln(os.Stderr, "rootless helper: running as root")
-		return 2
+// checkBattery fails t for each finding the helper printed ("breach NAME:
+// ...") and for each attack of rootlessBattery it did not report held.
+func checkBattery(t *testing.T, out string) {
+	t.Helper()
+	held := map[string]bool{}
+	breaches := map[string][]string{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimSuffix(line, "\n")
+		if name, ok := strings.CutPrefix(line, "held "); ok {
+			held[name] = true
+		} else if rest, ok := strings.CutPrefix(line, "breach "); ok {
+			name, finding, _ := strings.Cut(rest, ": ")
+			breaches[name] = append(breaches[name], finding)
+		}
 	}
-	opts.MemoryBytes = 256 << 20
-	opts.DiskBytes, opts.DiskInodes = 64<<20, 10000
-	opts.Connections = 256
-	opts.WarmPool = -1
-	b, err := local.New(opts)
+	known := map[string]bool{}
+	for _, a := range rootlessBattery() {
+		known[a.name] = true
+		for _, finding := range breaches[a.name] {
+			t.Errorf("as uid %d, %s: %s", rootlessUID, a.name, finding)
+		}
+		if !held[a.name] && len(breaches[a.name]) == 0 {
+			t.Errorf("as uid %d, the %s attack did not run", rootlessUID, a.name)
+		}
+	}
+	for name, list := range breaches {
+		if !known[name] {
+			t.Errorf("as uid %d, an attack not in the battery, %s: %q", rootlessUID, name, list)
+		}
+	}
+}
+
+// shareSeed gives the helper the seed build caches of this machine's
+// state directory (built once, by whichever test came first): it
+// hard-links every complete one (copies across file systems) into seed,
+// the helper's seed root. The helper then builds none: seed stays root's
+// and read-only to it, so a build it would start (the extra seed's, when
+// ours is not complete) fails at once, and is logged, instead of
+// compiling the standard library beside the attacks.
+func shareSeed(t *testing.T, seed string) {
+	t.Helper()
+	b, err := local.New(testOptions())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "new:", err)
-		return 1
+		t.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)
 	}
-	defer b.Close(context.Background())
-	s, err := goruntime.Open(ctx, b, goruntime.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	err = b.Prepare(ctx)
+	// Close at once: it stops the extra seed's build that Prepare starts.
+	if err := b.Close(context.Background()); err != nil {
+		t.Errorf("close backend: %v", err)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 1
+		t.Fatalf("prepare seed build cache: %v", err)
 	}
-	defer s.Close(context.Background())
-	runs := []goruntime.Request{
-		{Command: `echo somaxconn $(cat /proc/sys/net/core/somaxconn); echo ptys $(grep -o 'max=[0-9]*' /proc/self/mountinfo)`},
-		{Files: []goruntime.File{{Path: "flood/main.go", Data: []byte(connFlood)}}, Command: "cd flood && go run main.go"},
-		{Command: "dd if=/dev/zero of=/app/fill bs=1M count=100; echo disk $(df -m /app | tail -1 | tr -s ' ' | cut -d' ' -f2-4)"},
-		{Command: "rm /app/fill; tail /dev/zero", Timeout: time.Minute},
+	ours := filepath.Join(b.StateDir(), "seed")
+	complete, err := filepath.Glob(filepath.Join(ours, "*", ".complete"))
+	if err != nil || len(complete) == 0 {
+		t.Fatalf("no complete seed in %s after Prepare (%v)", ours, err)
 	}
-	for i, req := range runs {
-		res, err := s.Execute(ctx, req)
+	if err := os.Mkdir(seed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range complete {
+		src := filepath.Dir(c)
+		if err := linkTree(src, filepath.Join(seed, filepath.Base(src))); err != nil {
+			t.Fatalf("share the seed %s: %v", src, err)
+		}
+	}
+}
+
+// linkTree makes dst a tree of directories like src's holding hard links
+// to src's files, or copies where src is on another file system.
+func linkTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "execute:", err)
-			return 1
+			return err
 		}
-		fmt.Print(res.Stdout)
-		switch {
-		case i == len(runs)-1:
-			fmt.Println("memory", res.Outcome)
-		case i == len(runs)-2:
-			fmt.Println("disk", res.Outcome)
-		case res.ExitCode != 0:
-			fmt.Printf("%q: exit %d: %s\n", req.Command, res.ExitCode, res.Stderr)
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.Mkdir(target, 0o755)
 		}
-	}
-	return 0
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		if err := os.Link(p, target); !errors.Is(err, syscall.EXDEV) {
+			return err
+		}
+		return copyFile(p, target, 0o444)
+	})
 }
 
 func copyExecutable(t *testing.T, src, dst string) {
 	t.Helper()
+	if err := copyFile(src, dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
+		out.Close()
+		return err
 	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	return out.Close()
 }
