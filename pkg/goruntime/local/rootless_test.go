@@ -93,7 +93,7 @@ func TestRootlessLimits(t *testing.T) {
 		t.Fatalf("rootless helper: %v", err)
 	}
 	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0",
-		"disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit), "inodes " + string(goruntime.OutcomeDiskLimit),
+		"attach ok", "disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit), "inodes " + string(goruntime.OutcomeDiskLimit),
 		"memory " + string(goruntime.OutcomeMemoryLimit), "processes " + string(goruntime.OutcomeProcessLimit)} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the rootless sandbox did not report %q", want)

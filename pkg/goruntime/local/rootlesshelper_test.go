@@ -255,7 +255,18 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 		fmt.Printf("time %s %.1f\n", a.name, time.Since(step).Seconds())
 	}
 
+	// Its memory disk outlives a Disconnect: a new backend in this
+	// process attaches by ID and finds the files, through the sandbox's
+	// mount namespace.
 	step := time.Now()
+	if err := reattach(ctx, r); err != nil {
+		fmt.Println("attach:", err)
+	} else {
+		fmt.Println("attach ok")
+	}
+	fmt.Printf("time attach %.1f\n", time.Since(step).Seconds())
+
+	step = time.Now()
 	for _, req := range []goruntime.Request{
 		{Command: `echo somaxconn $(cat /proc/sys/net/core/somaxconn); echo ptys $(grep -o 'max=[0-9]*' /proc/self/mountinfo)`},
 		{Files: []goruntime.File{{Path: "flood/main.go", Data: []byte(connFlood)}}, Command: "cd flood && go run main.go"},
@@ -304,3 +315,35 @@ const (
 	inodeFill = "rm /app/fill && mkdir /tmp/many && cd /tmp/many && seq 12000 | xargs touch"
 	emptyDisk = "rm -rf /tmp/many"
 )
+
+// reattach writes a file in the attacker sandbox, disconnects from it,
+// attaches to it by ID from a second backend on the same state directory
+// and reads the file back; r.attacker is the attached session after it.
+func reattach(ctx context.Context, r *rootlessTarget) error {
+	if _, err := r.attacker.Execute(ctx, goruntime.Request{Files: []goruntime.File{{Path: "kept.txt", Data: []byte(r.secret)}}, Command: "true"}); err != nil {
+		return err
+	}
+	id := r.attacker.ID()
+	if err := r.attacker.Disconnect(ctx); err != nil {
+		return err
+	}
+	b2, err := local.New(r.opts)
+	if err != nil {
+		return err
+	}
+	// b2 stays open: the session is its sandbox's from now on (the
+	// helper's exit ends both).
+	s, err := goruntime.Attach(ctx, b2, id, goruntime.Options{})
+	if err != nil {
+		return err
+	}
+	r.attacker = s
+	res, err := s.Execute(ctx, goruntime.Request{Command: "cat kept.txt"})
+	if err != nil {
+		return err
+	}
+	if res.Stdout != r.secret {
+		return fmt.Errorf("kept.txt after attach: %q, want %q", res.Stdout, r.secret)
+	}
+	return nil
+}
