@@ -46,9 +46,13 @@ type startCall struct {
 // fakeSystemd serves StartTransientUnit for scopes: it makes the scope's
 // cgroup in parent, gives it to owner when Delegate=yes was asked for
 // (the directory and the files a delegatee writes: cgroup.procs,
-// cgroup.subtree_control, cgroup.threads, as systemd's Delegate= does),
-// moves the PIDs into it and ends the job with JobRemoved. It records
-// every call.
+// cgroup.subtree_control, cgroup.threads, as the system manager's
+// Delegate= does for a unit's user), moves the PIDs into it and ends the
+// job with JobRemoved. It records every call. (A real user manager runs
+// as the user, so its cgroups are the user's either way; there
+// Delegate=yes is what enables the controllers for the scope and keeps
+// systemd out of its subtree. The recorded Delegate is what the tests
+// hold to.)
 type fakeSystemd struct {
 	conn   *dbus.Conn
 	parent string // the cgroup the scopes are made in
