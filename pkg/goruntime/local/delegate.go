@@ -8,5 +8,6 @@ import "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/int
 // v1 hierarchy and gives it to uid and gid; the user's backends then make
 // their sandboxes' cgroups in it. It returns the group directories and is
 // idempotent. On cgroup v2 it refuses: a user gets a delegated cgroup
-// from systemd there (systemd-run --user --scope -p Delegate=yes).
+// from its systemd there, which New asks for (a transient scope with
+// Delegate=yes; docs/local-backend.md, "Without root").
 func DelegateCgroups(uid, gid int) ([]string, error) { return cgroups.Delegate(uid, gid) }

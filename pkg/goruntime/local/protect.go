@@ -155,7 +155,7 @@ func (b *Backend) setupProtections() error {
 			problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
-	for _, p := range checkCgroups(o) {
+	for _, p := range checkCgroups(context.Background(), o) {
 		if p.Required && p.Status == StatusUnavailable {
 			problems = append(problems, fmt.Sprintf("cgroups unavailable: %s; fix: %s", p.Detail, p.Fix))
 			break // the memory and pids rows share one cause

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
@@ -72,7 +73,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	}
 	add(un)
 
-	out = append(out, checkCgroups(o)...)
+	out = append(out, checkCgroups(ctx, o)...)
 	add(checkDisk(ctx, o))
 	add(checkFileTable(o))
 	add(checkConnections(ctx, o))
@@ -106,12 +107,14 @@ func bwrapVersion(bw string) string {
 }
 
 // checkCgroups makes and removes a cgroup with the limits opts sets.
-func checkCgroups(o Options) []Protection {
+// A caller that is not root on cgroup v2 first gets a delegated cgroup
+// from its systemd when its own is not its (cgroups.JoinSystemdScope);
+// the process stays in that scope.
+func checkCgroups(ctx context.Context, o Options) []Protection {
 	mem := Protection{Name: ProtCgroupMemory, Required: true}
 	pids := Protection{Name: ProtCgroupPids, Required: true}
 	cpu := Protection{Name: ProtCgroupCPU}
-	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false, false))
-	if err != nil {
+	unavailable := func(err error) []Protection {
 		for i, p := range []*Protection{&mem, &pids, &cpu} {
 			// The first row says why; the others point at it.
 			p.Status, p.Detail = StatusUnavailable, err.Error()
@@ -122,10 +125,26 @@ func checkCgroups(o Options) []Protection {
 		}
 		return []Protection{mem, pids, cpu}
 	}
+	jctx, cancel := context.WithTimeout(ctx, scopeTimeout)
+	scope, err := cgroups.JoinSystemdScope(jctx)
+	cancel()
+	if err != nil {
+		return unavailable(err)
+	}
+	if scope != nil && scope.Made {
+		o.Logger.Info("local backend: moved into a transient scope from your systemd with Delegate=yes, for the sandboxes' cgroups", "unit", scope.Unit, "cgroup", scope.Cgroup)
+	}
+	cg, err := cgroups.New("check-"+sandboxid.New(), o.cgroupLimits(false, false))
+	if err != nil {
+		return unavailable(err)
+	}
 	defer cg.Remove()
 	version := "v1"
 	if cg.V2 {
 		version = "v2"
+	}
+	if scope != nil {
+		version += fmt.Sprintf(" (a transient scope from your systemd, Delegate=yes: %s)", scope.Unit)
 	}
 	mem.Status, mem.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d MiB per sandbox (RAM+swap), OOM kills counted", version, o.MemoryBytes>>20)
 	if os.Geteuid() != 0 && !o.Relax.DiskQuota {
@@ -140,6 +159,10 @@ func checkCgroups(o Options) []Protection {
 	}
 	return []Protection{mem, pids, cpu}
 }
+
+// scopeTimeout bounds asking the user's systemd for a delegated scope
+// (a D-Bus call and one job; milliseconds when systemd answers).
+const scopeTimeout = 30 * time.Second
 
 // checkFileTable reports whether the host's open-file table is large
 // enough that no sandbox can fill it (fileTableProblem).

@@ -1,9 +1,9 @@
 package cgroups
 
 // Cgroups for a user who is not root. On cgroup v2 a user gets a
-// delegated cgroup from systemd (systemd-run --user --scope -p
-// Delegate=yes), and the layout below the caller's own cgroup works as
-// is. cgroup v1 has no delegation of its own: there root makes a group
+// delegated cgroup from its systemd (a scope with Delegate=yes, which
+// JoinSystemdScope asks for, systemd.go), and the layout below the
+// caller's own cgroup works as is. cgroup v1 has no delegation of its own: there root makes a group
 // per user once at the top of each hierarchy (memory, pids, cpu) and
 // gives it to the user (Delegate), who may then make a cgroup per
 // sandbox in it and set its limits. The kernel checks that a process
@@ -35,8 +35,8 @@ func Delegate(uid, gid int) ([]string, error) {
 		return nil, fmt.Errorf("find cgroup mounts: %w", err)
 	}
 	if mounts["memory"] == "" || mounts["pids"] == "" {
-		return nil, errors.New("this host has cgroup v2 (no v1 memory and pids hierarchies): a user gets a delegated cgroup from systemd instead; " +
-			"start the program under systemd-run --user --scope -p Delegate=yes")
+		return nil, errors.New("this host has cgroup v2 (no v1 memory and pids hierarchies): a user gets a delegated cgroup from systemd instead, " +
+			"which the backend asks for itself (or start the program under systemd-run --user --scope -p Delegate=yes)")
 	}
 	var dirs []string
 	for _, c := range []string{"memory", "pids", "cpu"} {

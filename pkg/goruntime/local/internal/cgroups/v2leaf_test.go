@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +24,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(leafHelperEnv); dir != "" {
 		os.Exit(leafHelper(dir))
 	}
+	if mode := os.Getenv(scopeHelperEnv); mode != "" {
+		os.Exit(scopeHelper(mode))
+	}
 	os.Exit(m.Run())
 }
 
@@ -37,25 +39,7 @@ func TestMain(m *testing.M) {
 // not hold (these machines mount memory and pids on v1, so the test takes
 // whatever domain controller the unified hierarchy offers: hugetlb).
 func TestDelegatedV2MovesToLeaf(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to delegate a cgroup")
-	}
-	_, unified, err := mountedControllers()
-	if err != nil || unified == "" {
-		t.Skipf("no cgroup2 mount here (%v)", err)
-	}
-	data, _ := os.ReadFile(filepath.Join(unified, "cgroup.controllers"))
-	if !slices.Contains(strings.Fields(string(data)), "hugetlb") {
-		t.Skipf("the cgroup2 mount %s offers no hugetlb controller (it has %q)", unified, strings.TrimSpace(string(data)))
-	}
-	rootCtl := filepath.Join(unified, "cgroup.subtree_control")
-	before, _ := os.ReadFile(rootCtl)
-	if err := os.WriteFile(rootCtl, []byte("+hugetlb"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(before), "hugetlb") {
-		t.Cleanup(func() { _ = os.WriteFile(rootCtl, []byte("-hugetlb"), 0o644) })
-	}
+	unified := hugetlbUnified(t)
 	dir := filepath.Join(unified, fmt.Sprintf("go-runtime-sandbox-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -77,21 +61,7 @@ func TestDelegatedV2MovesToLeaf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cg.Close()
-	// A copy of this binary the delegatee can run (go test's is in a
-	// directory only root can enter).
-	bin := filepath.Join(t.TempDir(), "cgroups.test")
-	for _, d := range []string{filepath.Dir(filepath.Dir(bin)), filepath.Dir(bin)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyTestBinary(t)
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = []string{leafHelperEnv + "=" + dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
