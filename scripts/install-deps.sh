@@ -21,6 +21,7 @@ packages=(
 	iptables # pkg/goruntime/local: iptables-restore caps each sandbox's TCP connections (connections protection); test/e2e: the kubelet's and CNI plugins' rules
 	iproute2 # test/e2e: the run's network namespace (ip link/addr/route)
 	util-linux # test/e2e: unshare (the run's PID/network/mount namespaces), flock
+	dbus-daemon # pkg/goruntime/local/internal/cgroups tests: the private bus a fake user systemd answers on (TestJoinSystemdScope)
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 	python3-fastapi # make bench: upstream agent-sandbox's Python runtime, the baseline of cmd/bench
 	python3-uvicorn # make bench: serves it
