@@ -10,3 +10,8 @@ import "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/int
 // idempotent. On cgroup v2 it refuses: a user gets a delegated cgroup
 // from systemd there (systemd-run --user --scope -p Delegate=yes).
 func DelegateCgroups(uid, gid int) ([]string, error) { return cgroups.Delegate(uid, gid) }
+
+// CgroupV1 reports whether this host has cgroup v1 memory and pids
+// hierarchies, where a user gets cgroups from root (DelegateCgroups, the
+// one-time Setup); on cgroup v2 systemd delegates one per program.
+func CgroupV1() bool { return cgroups.V1() }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
@@ -118,7 +120,7 @@ func checkCgroups(o Options) []Protection {
 			if i > 0 {
 				p.Detail = fmt.Sprintf("no cgroup could be made (see %s)", mem.Name)
 			}
-			p.Fix = "run as root; or on cgroup v2 in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>); or on cgroup v1 have root delegate a group to you once per boot (sudo sandbox-check --setup-user=$USER)"
+			p.Fix = cgroupFix()
 		}
 		return []Protection{mem, pids, cpu}
 	}
@@ -136,6 +138,22 @@ func checkCgroups(o Options) []Protection {
 		cpu.Status, cpu.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d CPUs per sandbox", version, o.CPUs)
 	}
 	return []Protection{mem, pids, cpu}
+}
+
+// cgroupFix says how a caller without cgroups gets them on this host.
+func cgroupFix() string {
+	if cgroups.V1() {
+		return "run as root; or have root give you a cgroup group of your own, once per boot: sudo sandbox-check --setup-user=" + callerName()
+	}
+	return "run as root; or start the program in a cgroup systemd delegates to you: systemd-run --user --scope -p Delegate=yes <command>"
+}
+
+// callerName is the caller's user name, else its uid.
+func callerName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Geteuid())
 }
 
 // checkFileTable reports whether the host's open-file table is large
