@@ -47,7 +47,8 @@ if [ "${1:-}" = --as-root ]; then
 fi
 
 user=$(id -un)
-read -r -a missing <<<"$(bash "$here/install-deps.sh" --missing "$@")"
+list=$(bash "$here/install-deps.sh" --missing "$@") # fails on an unknown package
+read -r -a missing <<<"$list"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/host-setup.XXXXXXXX")
 trap 'rm -rf "$tmp"' EXIT
