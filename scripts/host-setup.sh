@@ -35,14 +35,16 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 
 # Run as root by the caller's one sudo: install the packages missing, then
-# the settings and cgroups sandbox-check names.
+# (setup=1) the settings and cgroups sandbox-check names.
 if [ "${1:-}" = --as-root ]; then
-	check=$2 user=$3
-	shift 3
+	check=$2 user=$3 setup=$4
+	shift 4
 	if [ "$#" -gt 0 ]; then
 		bash "$here/install-deps.sh" "$@"
 	fi
-	"$check" --setup-user="$user"
+	if [ "$setup" = 1 ]; then
+		"$check" --setup-user="$user"
+	fi
 	exit
 fi
 
@@ -74,9 +76,13 @@ while IFS= read -r line; do
 		echo "  - $line"
 	fi
 done <<<"$needs"
+setup=0
+if [ -n "$needs" ]; then
+	setup=1
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
-	bash "$0" --as-root "$check" "$user" "${missing[@]}"
+	bash "$0" --as-root "$check" "$user" "$setup" "${missing[@]}"
 	exit
 fi
 by_root="have root run them: scripts/install-deps.sh for the packages, go run ./cmd/sandbox-check --setup-user=$user for the rest"
@@ -85,7 +91,7 @@ if ! command -v sudo >/dev/null; then
 	exit 1
 fi
 echo "host-setup: asking sudo once for these ($user must be in sudoers: adduser $user sudo)"
-if ! sudo -- bash "$here/host-setup.sh" --as-root "$check" "$user" "${missing[@]}"; then
+if ! sudo -- bash "$here/host-setup.sh" --as-root "$check" "$user" "$setup" "${missing[@]}"; then
 	echo "host-setup: sudo did not run the setup, so sandboxes here lack what is listed above: $by_root" >&2
 	exit 1
 fi
