@@ -60,7 +60,11 @@ echo "host-setup: building cmd/sandbox-check, which says what this host needs (q
 needs=$("$check" --setup-needed)
 
 if [ "${#missing[@]}" -eq 0 ] && [ -z "$needs" ]; then
-	echo "host-setup: nothing needs root: the packages are present, and the host settings and cgroups root can give $user are in place"
+	if [ "$(id -u)" -eq 0 ]; then
+		echo "host-setup: nothing to do: the packages are present and the host settings in place"
+	else
+		echo "host-setup: nothing needs root: the packages are present, and the host settings and the cgroups root can give $user are in place"
+	fi
 	exit 0
 fi
 if [ "$(id -u)" -eq 0 ]; then

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -37,7 +38,11 @@ func setupUser(who string, opts local.Options, stdout, stderr io.Writer) int {
 	if len(steps) == 0 {
 		fmt.Fprintf(stdout, "Nothing to set up for %s (uid %d): the host settings and cgroups root can give are in place.\n", u.Username, uid)
 	} else {
-		fmt.Fprintf(stdout, "Set up for %s (uid %d). Cgroup groups last until reboot: run this again after one (e.g. from a boot script).\n", u.Username, uid)
+		fmt.Fprintf(stdout, "Set up for %s (uid %d).", u.Username, uid)
+		if slices.ContainsFunc(steps, func(s local.SetupStep) bool { return slices.Contains(s.Protections, local.ProtCgroupMemory) }) {
+			fmt.Fprint(stdout, " Cgroup groups last until reboot: run this again after one (e.g. from a boot script).")
+		}
+		fmt.Fprintln(stdout)
 	}
 	if uid != 0 && !local.CgroupV1() {
 		fmt.Fprintf(stdout, "This host has cgroup v2: %s gets cgroups from systemd instead, by starting the program as systemd-run --user --scope -p Delegate=yes <command>.\n", u.Username)
