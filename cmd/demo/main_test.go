@@ -29,7 +29,7 @@ func TestDemoBothFlowsLocal(t *testing.T) {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
 	}
 	bin := buildDemo(t)
-	cmd := exec.Command(bin, append([]string{"--state-dir", t.TempDir()}, localtest.Flags(t)...)...)
+	cmd := exec.Command(bin, append([]string{"--state-dir", localtest.StateDir(t)}, localtest.Flags(t)...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -67,7 +67,7 @@ func TestDemoKeepThenClaim(t *testing.T) {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
 	}
 	bin := buildDemo(t)
-	state := t.TempDir()
+	state := localtest.StateDir(t)
 	args := func(more ...string) []string {
 		return append(append([]string{"--state-dir", state, "--flow=smoke"}, localtest.Flags(t)...), more...)
 	}

@@ -78,3 +78,21 @@ func RequireDiskQuota(tb testing.TB) {
 		tb.Skipf("needs the disk quota, unavailable to uid %d here (it needs root today: run the tests as root)", os.Geteuid())
 	}
 }
+
+// StateDir returns a new state directory for a test's backend, removed
+// when the test ends with its read-only seed directories
+// (local.RemoveStateDir), which t.TempDir's cleanup cannot remove as a
+// user other than root.
+func StateDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "local-state-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := local.RemoveStateDir(dir); err != nil {
+			tb.Errorf("remove the test's state directory: %v", err)
+		}
+	})
+	return dir
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // The one-time host setup: what root does once (per boot) so that a user's
@@ -85,3 +86,9 @@ func raiseFileMax() error {
 	}
 	return nil
 }
+
+// RemoveStateDir removes a state directory (Options.StateDir) no backend
+// uses any more, with the read-only directories of its seed build caches,
+// which os.RemoveAll cannot empty for a user other than root: tests'
+// temporary state directories.
+func RemoveStateDir(dir string) error { return tree.Remove(dir) }
