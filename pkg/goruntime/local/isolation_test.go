@@ -170,7 +170,7 @@ func TestNestedUserNamespaceRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			opts := testOptions()
-			opts.Relax = c.relax
+			opts.Relax.Seccomp, opts.Relax.NestedUserns = c.relax.Seccomp, c.relax.NestedUserns // the rest as testOptions has it
 			s := openSession(t, newBackend(t, opts))
 			res := mustOK(t, s, goruntime.Request{Files: files, Command: "cd userns && go run main.go"})
 			for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {

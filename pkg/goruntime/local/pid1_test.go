@@ -196,7 +196,7 @@ func TestCommandCannotForgeFaultSignal(t *testing.T) {
 	}{{"seccomp", local.Relax{}}, {"seccomp relaxed", local.Relax{Seccomp: true}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions()
-			opts.Relax = tc.relax
+			opts.Relax.Seccomp = tc.relax.Seccomp // the rest as testOptions has it
 			forgeFaults(t, pid1Session(t, opts))
 		})
 	}
@@ -229,7 +229,7 @@ func TestCommandCannotReachServerMemory(t *testing.T) {
 	}{{"seccomp", local.Relax{}}, {"seccomp relaxed", local.Relax{Seccomp: true}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions()
-			opts.Relax = tc.relax
+			opts.Relax.Seccomp = tc.relax.Seccomp // the rest as testOptions has it
 			s := pid1Session(t, opts)
 			for _, mode := range []string{"environ", "fd", "mem", "ptrace"} {
 				res := attack(t, s, "/tmp/attack "+mode+" $(pgrep -x server)")
