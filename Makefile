@@ -3,34 +3,34 @@
 #   make test   installs what the tests need, then runs every test (unit,
 #               race, corpus, end-to-end on a real one-node Kubernetes
 #               cluster: kubelet, containerd, our image; needs root)
+# As a user other than root both ask sudo once, naming what for, and only
+# when something is missing (scripts/host-setup.sh: packages, host
+# settings, the user's cgroups); make test then runs every test but the
+# end-to-end one, which needs root throughout and says how to run it.
 # `make help` lists every target.
 
 GO       ?= go
 FLOW     ?= all
-# Extra flags for the demo, e.g. DEMO_FLAGS=--relax=disk as a user other than root.
+# Extra flags for the demo, e.g. DEMO_FLAGS=--live (scripts/demo.sh).
 DEMO_FLAGS ?=
 # Flags for cmd/bench, e.g. BENCH_FLAGS=--sections=rootless (as root; docs/benchmarks.md).
 BENCH_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
 RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
 
-.PHONY: help deps build demo test unit race e2e e2e-full bench bench-go vet lint
+.PHONY: help deps build demo test unit race e2e e2e-full e2e-root bench bench-go vet lint
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
 
-deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt; the host settings sandboxes need (scripts/host-setup.sh)
-	bash scripts/install-deps.sh
-	bash scripts/host-setup.sh
+deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt, the host settings sandboxes need and a user's cgroups (scripts/host-setup.sh; sudo once when not root)
+	GO='$(GO)' bash scripts/host-setup.sh
 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-demo: ## install bubblewrap and iptables (apt) and the host settings sandboxes need, then run the demo's two flows in a local sandbox
-	bash scripts/install-deps.sh bubblewrap iptables
-	bash scripts/host-setup.sh
-	@echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
-	$(GO) run ./cmd/demo --flow=$(FLOW) $(DEMO_FLAGS)
+demo: ## install bubblewrap and iptables (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
+	FLOW='$(FLOW)' DEMO_FLAGS='$(DEMO_FLAGS)' GO='$(GO)' bash scripts/demo.sh
 
 vet: ## go vet every package
 	$(GO) vet ./...
@@ -46,10 +46,22 @@ unit: ## go test every package (includes real-bubblewrap tests and the corpus); 
 race: ## the cheap packages again under the race detector
 	$(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
 
-e2e: deps ## end-to-end on a real one-node cluster: kubelet, containerd (runc, gVisor), our image, agent-sandbox v1.0.3 (root)
+# The e2e builds and starts a one-node cluster here (containerd, the
+# kubelet, mounts, network namespaces, cgroups, /var/cache): root from
+# start to end, not one step of it. As another user it refuses before
+# asking anything and names the command (E2E_AS_ROOT); sudo's PATH has no
+# go, hence the env.
+E2E_AS_ROOT = sudo env "PATH=$$PATH" make e2e
+e2e-root:
+	@if [ "$$(id -u)" -ne 0 ]; then \
+		echo 'e2e: needs root: it builds and starts a one-node Kubernetes cluster on this machine (containerd, kubelet, mounts, network namespaces, cgroups, /var/cache/go-runtime-sandbox/e2e). Run it as root: $(E2E_AS_ROOT)' >&2; \
+		exit 1; \
+	fi
+
+e2e: e2e-root deps ## end-to-end on a real one-node cluster: kubelet, containerd (runc, gVisor), our image, agent-sandbox v1.0.3 (root)
 	bash test/e2e/run.sh
 
-e2e-full: deps ## the e2e with every flow under gVisor too and a 30-claim benchmark (~15 min warm)
+e2e-full: e2e-root deps ## the e2e with every flow under gVisor too and a 30-claim benchmark (~15 min warm; root)
 	E2E_FULL=1 E2E_CLAIMS=30 E2E_TIMEOUT=50m bash test/e2e/run.sh
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
@@ -64,10 +76,17 @@ lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overla
 		echo "kustomize $$o"; "$$kubectl" kustomize "$$o" >/dev/null || exit 1; \
 	done
 
-test: deps vet unit race lint e2e ## run every test
+# As a user other than root, make test runs every test but the e2e and
+# ends by saying so (e2e-root's reason and command).
+test: deps vet unit race lint ## run every test (as a user other than root: all but the e2e, which needs root)
+	@if [ "$$(id -u)" -eq 0 ]; then \
+		$(MAKE) --no-print-directory e2e; \
+	else \
+		echo 'make test: every test but the end-to-end one ran. The e2e needs root (a Kubernetes node on this machine): $(E2E_AS_ROOT)'; \
+	fi
 
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
-	bash scripts/install-deps.sh bubblewrap iptables python3-fastapi python3-uvicorn python3-multipart
+	GO='$(GO)' bash scripts/host-setup.sh bubblewrap iptables python3-fastapi python3-uvicorn python3-multipart
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)

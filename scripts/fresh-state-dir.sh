@@ -45,6 +45,8 @@ cleanup() {
 			done < <(findmnt -rn -o TARGET -S "$dev" || true)
 		done < <(losetup -l -n --raw -O NAME,BACK-FILE 2>/dev/null || true)
 	fi
+	# A user other than root cannot empty the seed's read-only directories.
+	chmod -R u+w "$tmp" 2>/dev/null || true
 	rm -rf "$tmp"
 	echo "fresh-state-dir: unmounted $n disks of $tmp/state and removed it"
 	exit "$rc"

@@ -1,35 +1,101 @@
 #!/usr/bin/env bash
-# The one-time host settings the local backend needs, applied as root
-# (with sudo when not root). Idempotent: a setting already in place is left
-# alone, and nothing is written when nothing is missing.
+# The host's one-time setup for the local backend: the one step of make demo
+# and make deps that needs root. It says what needs root and why, then asks
+# sudo once for all of it (as root it just does it), and asks nothing when
+# nothing is missing. Idempotent.
 #
-#   fs.file-max   The host's open-file table. A sandbox can hold files
-#                 through memory mappings, which RLIMIT_NOFILE does not
-#                 count; only its memory limit bounds them (~2.8 million
+#   packages      the Debian packages named (default: every one in
+#                 scripts/install-deps.sh), installed with apt-get
+#   fs.file-max   the host's open-file table, when it is too small for
+#                 sandboxes (sandbox-check: file-table). A sandbox can hold
+#                 files through memory mappings, which RLIMIT_NOFILE does
+#                 not count; only its memory limit bounds them (~2.8 million
 #                 for 1 GiB). A table sized from RAM by the kernel (about
 #                 2.5 million on a 24 GiB machine without systemd) would let
 #                 one sandbox fill it, and then no other process without
 #                 CAP_SYS_ADMIN could open a file. systemd raises it to the
 #                 largest value at every boot (since v240); this does the
 #                 same on hosts without it, now and in /etc/sysctl.d.
+#   cgroups       for a user other than root on a cgroup v1 host: a cgroup
+#                 group of the user's own in the memory, pids and cpu
+#                 hierarchies, so that its sandboxes get memory, task and
+#                 CPU limits (until reboot: make demo asks again after one).
 #
-# Usage: scripts/host-setup.sh        (make demo and make deps run it)
-# go run ./cmd/sandbox-check shows whether the host needs it (file-table).
+# cmd/sandbox-check, built here as the caller, decides the last two
+# (--setup-needed) and root takes them (--setup-user=$USER): the code for
+# them is local.Setup, in one place.
+#
+# Usage: scripts/host-setup.sh [PACKAGE...]
+# Env:   GO             the go command (default go)
+#        SANDBOX_CHECK  keep the sandbox-check built here at this path
+#                       (scripts/demo.sh asks it more afterwards)
 set -euo pipefail
 
-want=9223372036854775807
-conf=/etc/sysctl.d/60-go-runtime-sandbox.conf
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
 
-cur=$(cat /proc/sys/fs/file-max)
-if [ "$cur" = "$want" ]; then
-	echo "host-setup: fs.file-max already $want"
+# Run as root by the caller's one sudo: install the packages missing, then
+# (setup=1) the settings and cgroups sandbox-check names.
+if [ "${1:-}" = --as-root ]; then
+	check=$2 user=$3 setup=$4
+	shift 4
+	if [ "$#" -gt 0 ]; then
+		bash "$here/install-deps.sh" "$@"
+	fi
+	if [ "$setup" = 1 ]; then
+		"$check" --setup-user="$user"
+	fi
+	exit
+fi
+
+user=$(id -un)
+list=$(bash "$here/install-deps.sh" --missing "$@") # fails on an unknown package
+read -r -a missing <<<"$list"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/host-setup.XXXXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+check=${SANDBOX_CHECK:-$tmp/sandbox-check}
+echo "host-setup: building cmd/sandbox-check, which says what this host needs (quiet; up to a minute with a cold Go build cache)"
+(cd "$repo" && "${GO:-go}" build -buildvcs=false -o "$check" ./cmd/sandbox-check)
+needs=$("$check" --setup-needed)
+
+if [ "${#missing[@]}" -eq 0 ] && [ -z "$needs" ]; then
+	if [ "$(id -u)" -eq 0 ]; then
+		echo "host-setup: nothing to do: the packages are present and the host settings in place"
+	else
+		echo "host-setup: nothing needs root: the packages are present, and the host settings and the cgroups root can give $user are in place"
+	fi
 	exit 0
 fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	sudo="sudo"
+if [ "$(id -u)" -eq 0 ]; then
+	echo "host-setup: setting up:"
+else
+	echo "host-setup: needs root once, for:"
 fi
-echo "host-setup: raising fs.file-max from $cur to $want, as systemd does at every boot, so that no sandbox can fill the host's open-file table (kept in $conf)"
-echo "fs.file-max = $want" | $sudo tee "$conf" >/dev/null
-$sudo sysctl -q -w "fs.file-max=$want"
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "  - installing ${missing[*]} (apt-get)"
+fi
+while IFS= read -r line; do
+	if [ -n "$line" ]; then
+		echo "  - $line"
+	fi
+done <<<"$needs"
+setup=0
+if [ -n "$needs" ]; then
+	setup=1
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+	bash "$0" --as-root "$check" "$user" "$setup" "${missing[@]}"
+	exit
+fi
+by_root="have root run them: scripts/install-deps.sh for the packages, go run ./cmd/sandbox-check --setup-user=$user for the rest"
+if ! command -v sudo >/dev/null; then
+	echo "host-setup: sudo is not installed: have root install it and add you to sudoers (apt-get install sudo; adduser $user sudo; log in again), or $by_root" >&2
+	exit 1
+fi
+echo "host-setup: asking sudo once for these ($user must be in sudoers: adduser $user sudo)"
+if ! sudo -- bash "$here/host-setup.sh" --as-root "$check" "$user" "$setup" "${missing[@]}"; then
+	echo "host-setup: sudo did not run the setup, so sandboxes here lack what is listed above: $by_root" >&2
+	exit 1
+fi

@@ -5,7 +5,18 @@
 #
 # Usage: scripts/install-deps.sh             every package below (make test)
 #        scripts/install-deps.sh bubblewrap  only the named ones (make demo)
+#        scripts/install-deps.sh --missing [PACKAGE...]
+#                                            print the missing ones, install
+#                                            nothing (scripts/host-setup.sh)
+# make demo and make deps run it through scripts/host-setup.sh, which asks
+# sudo once for it and the rest of the host's one-time setup.
 set -euo pipefail
+
+print_missing=0
+if [ "${1:-}" = --missing ]; then
+	print_missing=1
+	shift
+fi
 
 # One package per line; say who needs it.
 packages=(
@@ -47,6 +58,12 @@ for p in "${packages[@]}"; do
 		missing+=("$p")
 	fi
 done
+if [ "$print_missing" = 1 ]; then
+	if [ "${#missing[@]}" -gt 0 ]; then
+		echo "${missing[*]}"
+	fi
+	exit 0
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
 	echo "install-deps: all packages present: ${packages[*]}"
 	exit 0
@@ -55,6 +72,7 @@ fi
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
 	sudo="sudo"
+	echo "install-deps: installing ${missing[*]} needs root: asking sudo"
 fi
 echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -28,7 +29,7 @@ func TestDemoBothFlowsLocal(t *testing.T) {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
 	}
 	bin := buildDemo(t)
-	cmd := exec.Command(bin, "--state-dir", t.TempDir())
+	cmd := exec.Command(bin, append([]string{"--state-dir", localtest.StateDir(t)}, localtest.Flags(t)...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -66,8 +67,11 @@ func TestDemoKeepThenClaim(t *testing.T) {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
 	}
 	bin := buildDemo(t)
-	state := t.TempDir()
-	out, err := exec.Command(bin, "--state-dir", state, "--flow=smoke", "--keep").CombinedOutput()
+	state := localtest.StateDir(t)
+	args := func(more ...string) []string {
+		return append(append([]string{"--state-dir", state, "--flow=smoke"}, localtest.Flags(t)...), more...)
+	}
+	out, err := exec.Command(bin, args("--keep")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo --keep: %v\n%s", err, out)
 	}
@@ -77,7 +81,7 @@ func TestDemoKeepThenClaim(t *testing.T) {
 	}
 	id := strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
 	// The reattached sandbox still holds the binary the first run built.
-	out, err = exec.Command(bin, "--state-dir", state, "--flow=smoke", "--claim="+id).CombinedOutput()
+	out, err = exec.Command(bin, args("--claim="+id)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo --claim=%s: %v\n%s", id, err, out)
 	}
@@ -85,7 +89,7 @@ func TestDemoKeepThenClaim(t *testing.T) {
 		t.Fatalf("demo --claim output lacks the end line:\n%s", out)
 	}
 	// Without --keep the second run deleted the sandbox: attaching fails.
-	out, err = exec.Command(bin, "--state-dir", state, "--flow=smoke", "--claim="+id).CombinedOutput()
+	out, err = exec.Command(bin, args("--claim="+id)...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "stage provision") {
 		t.Fatalf("attach to a deleted sandbox: err=%v, want a provision-stage failure\n%s", err, out)
 	}

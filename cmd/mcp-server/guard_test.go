@@ -22,7 +22,7 @@ func TestHTTPGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logSink{}
-	srv, err := smoke.StartHTTP(context.Background(), serverBin, []string{"--auth-token-file=" + tokFile, "--allowed-origin=http://localhost:6274"}, logs)
+	srv, err := smoke.StartHTTP(context.Background(), serverBin, serverArgs(t, "--auth-token-file="+tokFile, "--allowed-origin=http://localhost:6274"), logs)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -55,6 +56,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// serverArgs are args after the flags the local backend needs here
+// (localtest.Flags: --relax=disk as a user other than root, today).
+func serverArgs(tb testing.TB, args ...string) []string {
+	return append(localtest.Flags(tb), args...)
 }
 
 // requireBwrap fails the test with the fix when bubblewrap is missing.
@@ -108,7 +115,7 @@ func tail(s string, n int) string {
 func TestStdio(t *testing.T) {
 	requireBwrap(t)
 	logs := &logSink{}
-	runScenarios(t, smoke.StdioTarget(serverBin, []string{"--log-level=debug"}, logs), logs)
+	runScenarios(t, smoke.StdioTarget(serverBin, serverArgs(t, "--log-level=debug"), logs), logs)
 }
 
 func TestStreamableHTTP(t *testing.T) {
@@ -120,7 +127,7 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 	metricsAddr := l.Addr().String()
 	l.Close()
-	srv, err := smoke.StartHTTP(context.Background(), serverBin, []string{"--log-level=debug", "--metrics-addr=" + metricsAddr}, logs)
+	srv, err := smoke.StartHTTP(context.Background(), serverBin, serverArgs(t, "--log-level=debug", "--metrics-addr="+metricsAddr), logs)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, logs.String())
 	}
@@ -156,7 +163,7 @@ func TestStreamableHTTP(t *testing.T) {
 // error with its id while the session and its sandbox's files go on.
 func TestStdoutCarriesOnlyProtocol(t *testing.T) {
 	requireBwrap(t)
-	cmd := exec.Command(serverBin, "--log-level=debug", "--max-request-mb=1")
+	cmd := exec.Command(serverBin, serverArgs(t, "--log-level=debug", "--max-request-mb=1")...)
 	var stderr logSink
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -301,7 +308,7 @@ const helloCommand = "go run main.go"
 // writing the hello-world files and running command in it, warmed once.
 func libraryRunner(b *testing.B, command string) func() {
 	ctx := context.Background()
-	backend, err := local.New(local.Options{})
+	backend, err := local.New(local.Options{Relax: localtest.Relax(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -329,7 +336,7 @@ func libraryRunner(b *testing.B, command string) func() {
 func mcpRunner(b *testing.B, command string) func() {
 	ctx := context.Background()
 	logs := &logSink{}
-	cmd := exec.Command(serverBin)
+	cmd := exec.Command(serverBin, serverArgs(b)...)
 	cmd.Stderr = logs
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
 		Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -403,7 +410,7 @@ func TestPersistentThenClaim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	logs := &logSink{}
-	first := smoke.StdioTarget(serverBin, []string{"--persistent"}, logs)
+	first := smoke.StdioTarget(serverBin, serverArgs(t, "--persistent"), logs)
 	cs, err := first.Connect(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +427,7 @@ func TestPersistentThenClaim(t *testing.T) {
 		t.Fatalf("the first server did not log the sandbox to claim:\n%s", logs.String())
 	}
 
-	second := smoke.StdioTarget(serverBin, []string{"--claim=" + id}, logs)
+	second := smoke.StdioTarget(serverBin, serverArgs(t, "--claim="+id), logs)
 	cs, err = second.Connect(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +444,7 @@ func TestPersistentThenClaim(t *testing.T) {
 	}
 	// The process exits at once with a clear message instead of serving
 	// calls that all fail.
-	third := exec.CommandContext(ctx, serverBin, "--claim="+id)
+	third := exec.CommandContext(ctx, serverBin, serverArgs(t, "--claim="+id)...)
 	stdin, err := third.StdinPipe() // held open: only the failed attach may end the process
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +468,7 @@ func TestReadFileEdgeCases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	logs := &logSink{}
-	cs, err := smoke.StdioTarget(serverBin, nil, logs).Connect(ctx, nil)
+	cs, err := smoke.StdioTarget(serverBin, serverArgs(t), logs).Connect(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestSignalAnswersCallsInFlight(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			logs := &logSink{}
-			cmd := exec.Command(serverBin, "--log-level=info")
+			cmd := exec.Command(serverBin, serverArgs(t, "--log-level=info")...)
 			cmd.Stderr = logs
 			ctx := context.Background()
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).

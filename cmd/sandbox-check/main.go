@@ -45,8 +45,10 @@ refuse (a required protection is unavailable: the fix is printed), 2 for
 bad flags. --relax names protections to do without, as the backend's
 Options.Relax (and the --relax flag of mcp-server and demo) would.
 
-A user other than root gets the cgroup limits on a cgroup v1 host after
-root runs, once per boot:  sudo sandbox-check --setup-user=NAME
+Run as a user other than root, it then says which protections that
+user's sandboxes get and the one command, for root, that adds those root
+can add (the open-file table, and on a cgroup v1 host the user's cgroups;
+once per boot):  sudo sandbox-check --setup-user=NAME
 
 Flags:
 `
@@ -63,7 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.BwrapPath, "bwrap", "", "bubblewrap binary (default bwrap on $PATH)")
 	diskMB := fs.Int64("disk-mb", local.DefaultDiskBytes>>20, "disk quota per sandbox, MiB")
 	fs.Int64Var(&opts.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "inode quota per sandbox")
-	setup := fs.String("setup-user", "", "as root, on a cgroup v1 host: give the user `NAME` (or uid) a cgroup group of its own, so that its sandboxes get memory, task and CPU limits without root (once per boot), then exit")
+	setup := fs.String("setup-user", "", "as root: the one-time setup (per boot) for the user `NAME` (or uid): raise fs.file-max if the open-file table is too small, and on a cgroup v1 host give the user a cgroup group of its own, so that its sandboxes get memory, task and CPU limits without root; then exit")
+	needed := fs.Bool("setup-needed", false, "print what --setup-user would do for you, one step a line (nothing when nothing), then exit 0")
+	missing := fs.Bool("missing", false, "print the required protections that are unavailable here with these options, comma-separated (nothing when none), then exit 0")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -74,9 +78,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandbox-check: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if *setup != "" {
-		return setupUser(*setup, stdout, stderr)
-	}
 	opts.DiskBytes = *diskMB << 20
 	r, err := local.ParseRelax(*relax)
 	if err != nil {
@@ -84,8 +85,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts.Relax = r
+	switch {
+	case *setup != "":
+		return setupUser(*setup, opts, stdout, stderr)
+	case *needed:
+		return setupNeeded(opts, stdout)
+	}
 
 	prots := local.Check(ctx, opts)
+	if *missing {
+		var names []string
+		for _, p := range prots {
+			if p.Status == local.StatusUnavailable && p.Required {
+				names = append(names, p.Name)
+			}
+		}
+		if len(names) > 0 {
+			fmt.Fprintln(stdout, strings.Join(names, ","))
+		}
+		return 0
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "protection\tstatus\tdetail")
 	refused := false
@@ -103,6 +122,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
+	if os.Geteuid() != 0 {
+		summarize(stdout, prots, opts)
+	}
 	if refused {
 		fmt.Fprintln(stdout, "\nThe local backend refuses to run sandboxes here with these options: apply a fix above, or relax the protection (--relax).")
 		return 1

@@ -3,20 +3,29 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/user"
 	"strings"
 	"testing"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
-// TestCheckThisHost runs the check for real: this host runs the local
-// backend (the rest of the suite needs it), so every required protection
-// is active and the exit status is 0.
+// TestCheckThisHost runs the check for real. As root this host runs the
+// local backend (the rest of the suite needs it), so every required
+// protection is active and the exit status is 0. As another user the exit
+// status follows the table (the disk quota needs root today), and the
+// summary says what the user's sandboxes get.
 func TestCheckThisHost(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), nil, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	refused := strings.Contains(out.String(), "unavailable (required)")
+	switch {
+	case os.Geteuid() == 0 && code != 0:
+		t.Fatalf("exit %d as root\n%s%s", code, out.String(), errb.String())
+	case code != 0 && code != 1, refused != (code == 1):
+		t.Fatalf("exit %d with a required protection unavailable: %v\n%s%s", code, refused, out.String(), errb.String())
 	}
 	for _, name := range []string{local.ProtNamespaces, local.ProtSeccomp, local.ProtNestedUserns, local.ProtCgroupMemory,
 		local.ProtCgroupPids, local.ProtCgroupCPU, local.ProtDiskQuota, local.ProtHostUID} {
@@ -24,8 +33,79 @@ func TestCheckThisHost(t *testing.T) {
 			t.Errorf("no line for %s:\n%s", name, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "unavailable (required)") {
-		t.Errorf("a required protection is unavailable, yet exit 0:\n%s", out.String())
+	summary := fmt.Sprintf("\nAs %s (uid %d), sandboxes here get: ", userName(t), os.Geteuid())
+	if got := strings.Contains(out.String(), summary); got != (os.Geteuid() != 0) {
+		t.Errorf("summary %q shown: %v, want it only when not root:\n%s", summary, got, out.String())
+	}
+	if os.Geteuid() != 0 && refused && !strings.Contains(out.String(), "\nMissing: ") {
+		t.Errorf("a required protection is unavailable, yet the summary names none missing:\n%s", out.String())
+	}
+}
+
+func userName(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
+
+// TestSetupQueries: --setup-needed and --missing answer on stdout and exit
+// 0; --missing names exactly the table's unavailable required rows.
+func TestSetupQueries(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--setup-needed"}, &out, &errb); code != 0 {
+		t.Fatalf("--setup-needed: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if out.Len() > 0 && line == "" {
+			t.Errorf("--setup-needed printed an empty step:\n%q", out.String())
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--missing", "--relax=disk"}, &out, &errb); code != 0 {
+		t.Fatalf("--missing: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	var table bytes.Buffer
+	run(context.Background(), []string{"--relax=disk"}, &table, &errb)
+	var want []string
+	for _, line := range strings.Split(table.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.Contains(line, "unavailable (required)") {
+			want = append(want, f[0])
+		}
+	}
+	if got := strings.TrimSpace(out.String()); got != strings.Join(want, ",") {
+		t.Errorf("--missing printed %q, the table has %q unavailable:\n%s", got, want, table.String())
+	}
+}
+
+// TestSetupUserNeedsRoot: as another user the setup refuses and says it
+// needs root (as root it would change the host: not tried here).
+func TestSetupUserNeedsRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("as root --setup-user changes the host; this test checks the refusal a user other than root gets")
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--setup-user=" + userName(t)}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "needs root") {
+		t.Errorf("exit %d, stderr %q; want 1 and a message that it needs root", code, errb.String())
+	}
+}
+
+// TestSetupCommand: the command printed for root names a binary that
+// outlives this run: this one, or one built from the checkout when go run
+// built this in a temporary directory.
+func TestSetupCommand(t *testing.T) {
+	got := setupCommand("alice")
+	exe, _ := os.Executable()
+	want := "sudo " + exe + " --setup-user=alice"
+	if strings.Contains(exe, "/go-build") {
+		want = "go build -o bin/ ./cmd/sandbox-check && sudo bin/sandbox-check --setup-user=alice"
+	}
+	if got != want {
+		t.Errorf("setupCommand = %q, want %q", got, want)
+	}
+	if w := word("/tmp/a b/sandbox-check"); w != "'/tmp/a b/sandbox-check'" {
+		t.Errorf("word quoted a path with a space as %s", w)
 	}
 }
 

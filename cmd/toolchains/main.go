@@ -58,7 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	b, err := local.New(local.Options{ModCache: *modCache})
+	// Listing and provisioning run no sandbox: the store needs the host's
+	// Go and module cache, not the sandboxes' protections.
+	store, err := local.NewToolchainStore(local.Options{ModCache: *modCache})
 	if err != nil {
 		fmt.Fprintf(stderr, "toolchains: %v\n", err)
 		return 1
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "toolchains: list takes no arguments\n")
 			return 2
 		}
-		current, others, err := b.Toolchains()
+		current, others, err := store.List()
 		if err != nil {
 			fmt.Fprintf(stderr, "toolchains: %v\n", err)
 			return 1
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, v := range versions {
 			fmt.Fprintf(stderr, "toolchains: adding Go %s (downloads about 70 MB)...\n", strings.TrimPrefix(v, "go"))
-			if err := b.ProvisionToolchain(ctx, v, stderr); err != nil {
+			if err := store.Provision(ctx, v, stderr); err != nil {
 				fmt.Fprintf(stderr, "toolchains: %v\n", err)
 				return 1
 			}

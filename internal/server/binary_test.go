@@ -374,6 +374,9 @@ func TestBinaryPermissionDenied(t *testing.T) {
 	}
 	// Root without the capabilities that bypass file modes.
 	p := startWrapped(t, []string{setpriv, "--bounding-set", "-dac_override,-dac_read_search"}, os.Environ())
+	// The mode-000 directory below stays unreadable to a user other than
+	// root after the test too: open it again for TempDir's cleanup.
+	t.Cleanup(func() { os.Chmod(filepath.Join(p.base, "locked"), 0o755) })
 	res := p.execute(t, http.DefaultClient, p.url, map[string]any{
 		"command": "echo x > secret && chmod 000 secret && mkdir locked && echo y > locked/f && chmod 000 locked && cat secret"})
 	if res.ExitCode == 0 {

@@ -42,7 +42,9 @@ func TestBinaryModuleRelay(t *testing.T) {
 	go host.Serve(ln)
 	defer host.Close()
 
-	p := startBinary(t, []string{"PATH=" + os.Getenv("PATH")},
+	// TMPDIR: the commands' fallback HOME goes there, not in a shared /tmp
+	// where another user's run may have left one.
+	p := startBinary(t, []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir()},
 		"--module-relay-addr", "127.0.0.1:0", "--module-relay-socket", sock)
 	base := "http://" + relayAddr(t, p)
 

@@ -21,7 +21,14 @@ func startAsPID1(t *testing.T, args ...string) (*proc, int) {
 	if err != nil {
 		t.Fatal("unshare (util-linux) not found; install util-linux")
 	}
-	p := startWrapped(t, []string{unshare, "--pid", "--fork", "--mount-proc"}, os.Environ(), args...)
+	wrap := []string{unshare, "--pid", "--fork", "--mount-proc"}
+	if os.Geteuid() != 0 {
+		// A user makes the pid and mount namespaces from a user namespace
+		// of its own, as bubblewrap does for a local sandbox; the server
+		// keeps the user's uid.
+		wrap = append(wrap[:1], append([]string{"--user", "--map-current-user"}, wrap[1:]...)...)
+	}
+	p := startWrapped(t, wrap, os.Environ(), args...)
 	if !strings.Contains(p.logs(), `"pid":1,`) {
 		t.Fatalf("server is not PID 1 in its namespace:\n%s", p.logs())
 	}

@@ -17,14 +17,24 @@ source "$here/lib.sh"
 tools="$here/tools"
 
 key="$( { cat "$tools/go.mod" "$tools/go.sum"; go env GOVERSION GOOS GOARCH; } | sha256sum | cut -c1-16)"
-out="$(e2e_cache_root)/tools-$key"
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl agent-sandbox-controller sandbox-router)
 
-complete=1
-for b in "${bins[@]}"; do
-	[[ -x "$out/$b" ]] || complete=0
-done
-if [[ $complete == 1 ]]; then
+complete() {
+	local b
+	for b in "${bins[@]}"; do
+		[[ -x "$1/$b" ]] || return 1
+	done
+}
+# A user other than root (make lint's kubectl) uses root's build when it
+# is there, rather than building its own into the repo's .cache/e2e.
+shared=/var/cache/go-runtime-sandbox/e2e/tools-$key
+if [[ -z ${E2E_CACHE_DIR:-} ]] && complete "$shared"; then
+	echo "build-tools: cached in $shared" >&2
+	echo "$shared"
+	exit 0
+fi
+out="$(e2e_cache_root)/tools-$key"
+if complete "$out"; then
 	echo "build-tools: cached in $out" >&2
 	echo "$out"
 	exit 0

@@ -39,7 +39,8 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 source test/e2e/lib.sh
 
 if [[ $(id -u) != 0 ]]; then
-	echo "e2e: needs root (containerd, the kubelet, namespaces, cgroups); run it as root" >&2
+	# shellcheck disable=SC2016 # the command to copy, $PATH and all
+	echo 'e2e: needs root (containerd, the kubelet, namespaces, cgroups) from start to end; run it as root: sudo env "PATH=$PATH" make e2e' >&2
 	exit 1
 fi
 

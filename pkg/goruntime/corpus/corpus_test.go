@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/corpus"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 // compared. test/e2e runs the same suite against agent-sandbox.
 func TestCorpus(t *testing.T) {
 	ctx := context.Background()
-	backend, err := local.New(local.Options{})
+	backend, err := local.New(local.Options{Relax: localtest.Relax(t)})
 	if err != nil {
 		t.Fatalf("the corpus runs in the local backend, which cannot start here: %v\n"+
 			"(bubblewrap comes from scripts/install-deps.sh)", err)

@@ -11,3 +11,8 @@ import "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/int
 // from its systemd there, which New asks for (a transient scope with
 // Delegate=yes; docs/local-backend.md, "Without root").
 func DelegateCgroups(uid, gid int) ([]string, error) { return cgroups.Delegate(uid, gid) }
+
+// CgroupV1 reports whether this host has cgroup v1 memory and pids
+// hierarchies, where a user gets cgroups from root (DelegateCgroups, the
+// one-time Setup); on cgroup v2 systemd delegates one per program.
+func CgroupV1() bool { return cgroups.V1() }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -15,6 +16,7 @@ import (
 // work directory) is, by the samples taken while it ran; one that fills
 // it and leaves it full is, after it.
 func TestDiskLimitFromCounters(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	opts.DiskBytes = 64 << 20
 	opts.DiskInodes = 16384

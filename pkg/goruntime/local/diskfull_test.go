@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -14,6 +15,7 @@ import (
 // how to free space; a call without files frees it and the files then
 // land.
 func TestFilesIntoFullDisk(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	opts.DiskBytes = 64 << 20
 	opts.DiskInodes = 16384

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -45,6 +46,7 @@ func pruneNow(t *testing.T, opts local.Options) {
 // directory; before this fix every test run with a temporary state
 // directory left two loop-mounted disks behind for good.
 func TestOrphanDiskPruned(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	b := newBackend(t, opts)
 	openSession(t, b) // claims a disk; the spare pool refills behind it
@@ -85,6 +87,7 @@ func TestOrphanDiskPruned(t *testing.T) {
 // another backend. (pruneDisks once looked live disks up by the wrong key
 // and removed any whose image was ten minutes old.)
 func TestLiveDiskNotPruned(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	b := newBackend(t, opts)
 	s := openSession(t, b)

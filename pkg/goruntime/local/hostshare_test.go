@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -114,6 +115,7 @@ func main() {
 // even a server a command took over stays within the disk quota. Before,
 // the log grew by ~6 MiB/s outside the quota.
 func TestServerLogFloodBounded(t *testing.T) {
+	localtest.RequireDiskImage(t) // the bound is the log's place on the sandbox's disk
 	b := newBackend(t, testOptions())
 	s := openSession(t, b)
 	res := mustOK(t, s, goruntime.Request{
@@ -153,9 +155,7 @@ func TestServerLogFloodBounded(t *testing.T) {
 // the settings, and nothing is left behind; before, its sparse image was
 // made and mounted, and filling it would have filled the host.
 func TestDiskRefusedWhenHostIsFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the disk quota needs root")
-	}
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	state := opts.StateDir
 	if state == "" {
@@ -264,9 +264,6 @@ func takeBoth(t *testing.T, take string, most int) string {
 // sandbox took all 3071 the host's pool had for sandboxes, and another's
 // open("/dev/ptmx") failed with ENOSPC.
 func TestPtyShare(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the pty cap needs root (docs/local-backend.md, the inventory)")
-	}
 	got := takeBoth(t, `return os.OpenFile("/dev/ptmx", os.O_RDWR, 0)`, 4000)
 	var opened int
 	fmt.Sscan(got, &opened)

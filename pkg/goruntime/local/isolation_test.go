@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -134,6 +135,7 @@ func imageBytes(t *testing.T, b *local.Backend, id string) int64 {
 // move too, drops by no more than the quota plus noise), and gets the
 // space back when the sandbox deletes the file; the next command works.
 func TestDiskQuotaBytes(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	opts.DiskBytes = 64 << 20
 	opts.DiskInodes = 16384 // 4 MiB of inode tables
@@ -168,6 +170,7 @@ func TestDiskQuotaBytes(t *testing.T) {
 // ENOSPC and is reported as disk_limit naming the inode quota; after the
 // files are deleted the sandbox works (go run included).
 func TestDiskQuotaInodes(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	opts.DiskBytes = 64 << 20
 	opts.DiskInodes = local.MinDiskInodes

@@ -206,7 +206,7 @@ func TestNestedUserNamespaceRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			opts := testOptions()
-			opts.Relax = c.relax
+			opts.Relax.Seccomp, opts.Relax.NestedUserns = c.relax.Seccomp, c.relax.NestedUserns // the rest as testOptions has it
 			check(t, nestedUsernsAttacks(openSession(t, newBackend(t, opts)), c.want))
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -204,6 +205,7 @@ func TestPruneStaleLeases(t *testing.T) {
 // backend fills spare caches only for sandboxes without a disk of their
 // own, Relax.DiskQuota).
 func TestPruneUnclaimableSpares(t *testing.T) {
+	localtest.RequireDiskImage(t)
 	opts := testOptions()
 	opts.DiskInodes = 200_003 // a spare group of this test's own
 	b, err := local.New(opts)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build sandbox-server and sandbox-processapi: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	if note := localtest.Note(); note != "" {
+		fmt.Fprintln(os.Stderr, "local tests:", note)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -58,7 +62,7 @@ func TestMain(m *testing.M) {
 // started sandboxes per backend would only load the machine); the pool's
 // own tests turn it on.
 func testOptions() local.Options {
-	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), WarmPool: -1}
+	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), WarmPool: -1, Relax: localtest.Here()}
 }
 
 // newBackend returns a backend with the seed prepared. Missing bubblewrap
@@ -131,7 +135,7 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
-	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR")}
+	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
 	if v := os.Getenv("LOCAL_TEST_ALLOW_MODULES"); v != "" {
 		opts.AllowModules, opts.ModCache = strings.Split(v, ","), os.Getenv("LOCAL_TEST_MODCACHE")
 	}

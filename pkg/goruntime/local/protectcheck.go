@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,7 +123,7 @@ func checkCgroups(ctx context.Context, o Options) []Protection {
 			if i > 0 {
 				p.Detail = fmt.Sprintf("no cgroup could be made (see %s)", mem.Name)
 			}
-			p.Fix = "run as root; or on cgroup v2 in a delegated cgroup (systemd-run --user --scope -p Delegate=yes <command>); or on cgroup v1 have root delegate a group to you once per boot (sudo sandbox-check --setup-user=$USER)"
+			p.Fix = cgroupFix()
 		}
 		return []Protection{mem, pids, cpu}
 	}
@@ -163,6 +165,22 @@ func checkCgroups(ctx context.Context, o Options) []Protection {
 // scopeTimeout bounds asking the user's systemd for a delegated scope
 // (a D-Bus call and one job; milliseconds when systemd answers).
 const scopeTimeout = 30 * time.Second
+
+// cgroupFix says how a caller without cgroups gets them on this host.
+func cgroupFix() string {
+	if cgroups.V1() {
+		return "run as root; or have root give you a cgroup group of your own, once per boot: sudo sandbox-check --setup-user=" + callerName()
+	}
+	return "run as root; or start the program in a cgroup systemd delegates to you: systemd-run --user --scope -p Delegate=yes <command>"
+}
+
+// callerName is the caller's user name, else its uid.
+func callerName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Geteuid())
+}
 
 // checkFileTable reports whether the host's open-file table is large
 // enough that no sandbox can fill it (fileTableProblem).

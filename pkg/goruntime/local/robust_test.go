@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -26,7 +27,7 @@ import (
 // (1-3 minutes on 2 cores).
 func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
 	opts := testOptions()
-	opts.StateDir = t.TempDir()
+	opts.StateDir = localtest.StateDir(t)
 	b, err := local.New(opts)
 	if err != nil {
 		t.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)

@@ -16,7 +16,7 @@ import (
 
 // Go toolchains other than the one at GoRoot: golang.org/toolchain
 // modules in the host module cache (ModCache), extracted and marked
-// executable by ProvisionToolchain. The module cache is bound read-only
+// executable by ToolchainStore.Provision. The module cache is bound read-only
 // into every sandbox at /go/pkg/mod, so a command asking for one runs
 // /go/pkg/mod/golang.org/toolchain@v0.0.1-<version>.<os>-<arch>/bin/go
 // directly: nothing is downloaded or unpacked in the sandbox.
@@ -47,9 +47,42 @@ func (s *Sandbox) ToolchainEnv(version string) map[string]string {
 	}
 }
 
+// ToolchainStore lists and provisions the toolchains of the host's Go and
+// module cache. It runs no sandbox, so it needs none of the sandboxes'
+// protections: cmd/toolchains works where the backend could not start
+// (as a user without cgroups, say). A Backend's Toolchains and
+// ProvisionToolchain use the same one.
+type ToolchainStore struct {
+	goroot, modCache, hostProxy, hostSumDB string
+}
+
+// NewToolchainStore finds the host's Go and module cache as New does
+// (opts.GoRoot, opts.ModCache, else the go command's).
+func NewToolchainStore(opts Options) (*ToolchainStore, error) {
+	b := &Backend{opts: opts.withDefaults()}
+	if err := b.findGo(); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	return b.toolchainStore(), nil
+}
+
+func (b *Backend) toolchainStore() *ToolchainStore {
+	return &ToolchainStore{goroot: b.goroot, modCache: b.modCache, hostProxy: b.hostProxy, hostSumDB: b.hostSumDB}
+}
+
 // Toolchains returns the Go version at GoRoot ("go1.26.8") and the
 // versions provisioned in the module cache, sorted.
-func (b *Backend) Toolchains() (string, []string, error) {
+func (b *Backend) Toolchains() (string, []string, error) { return b.toolchainStore().List() }
+
+// ProvisionToolchain provisions Go version into the backend's host module
+// cache (ToolchainStore.Provision).
+func (b *Backend) ProvisionToolchain(ctx context.Context, version string, progress io.Writer) error {
+	return b.toolchainStore().Provision(ctx, version, progress)
+}
+
+// List returns the Go version at GoRoot ("go1.26.8") and the versions
+// provisioned in the module cache, sorted.
+func (b *ToolchainStore) List() (string, []string, error) {
 	current, err := goVersion(b.goroot)
 	if err != nil {
 		return "", nil, err
@@ -81,14 +114,14 @@ func goVersion(goroot string) (string, error) {
 	return strings.TrimSpace(v), nil
 }
 
-// ProvisionToolchain downloads Go version (e.g. "1.25.9") as the
-// golang.org/toolchain module into the backend's host module cache and
+// Provision downloads Go version (e.g. "1.25.9") as the
+// golang.org/toolchain module into the host module cache and
 // unpacks it there, through the host's GOPROXY (needs network once).
 // Sandboxes then run it offline (Request.GoVersion). It runs the host's
 // go with GOTOOLCHAIN=<version> (which fetches, verifies against the
 // checksum database, unpacks and marks the binaries executable) and
 // writes the go command's progress to progress.
-func (b *Backend) ProvisionToolchain(ctx context.Context, version string, progress io.Writer) error {
+func (b *ToolchainStore) Provision(ctx context.Context, version string, progress io.Writer) error {
 	v, err := goruntime.NormalizeGoVersion(version)
 	if err != nil {
 		return err

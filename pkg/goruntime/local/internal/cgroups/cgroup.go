@@ -78,7 +78,7 @@ func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
 	mk := func(ctrl string) (string, error) {
 		dir := filepath.Join(groups[ctrl], id)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", fmt.Errorf("create cgroup v1 %s group %s: %w (the local backend needs write access to the cgroup hierarchies: run as root, or have root delegate a group to you once per boot: sudo sandbox-check --setup-user=%d)", ctrl, dir, err, os.Geteuid())
+			return "", fmt.Errorf("create cgroup v1 %s group %s: %w (the local backend needs write access to the cgroup hierarchy)", ctrl, dir, err)
 		}
 		return dir, nil
 	}

@@ -69,11 +69,33 @@ func Delegate(uid, gid int) ([]string, error) {
 	return dirs, nil
 }
 
-// delegatedV1 returns the v1 groups root delegated to the caller
-// (controller -> directory), or nil when there are none or they are not
-// the caller's.
-func delegatedV1(mounts map[string]string) map[string]string {
-	uid := os.Geteuid()
+// DelegationNeeded reports whether uid needs root's Delegate on this
+// host to get cgroups: a user other than root on a cgroup v1 host whose
+// groups root has not made yet (this boot). On cgroup v2 nothing root
+// does once helps (systemd delegates a cgroup per program), so it is
+// false there.
+func DelegationNeeded(uid int) bool {
+	if uid == 0 {
+		return false
+	}
+	mounts, _, err := mountedControllers()
+	if err != nil || mounts["memory"] == "" || mounts["pids"] == "" {
+		return false
+	}
+	return delegatedV1(mounts, uid) == nil
+}
+
+// V1 reports whether this host has the cgroup v1 memory and pids
+// hierarchies, where a user gets cgroups by root's Delegate (on v2, from
+// systemd).
+func V1() bool {
+	mounts, _, err := mountedControllers()
+	return err == nil && mounts["memory"] != "" && mounts["pids"] != ""
+}
+
+// delegatedV1 returns the v1 groups root delegated to uid (controller ->
+// directory), or nil when there are none or they are not uid's.
+func delegatedV1(mounts map[string]string, uid int) map[string]string {
 	groups := map[string]string{}
 	for _, c := range []string{"memory", "pids", "cpu"} {
 		if mounts[c] == "" {

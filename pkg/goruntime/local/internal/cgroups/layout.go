@@ -103,7 +103,7 @@ func findLayout() (layout, error) {
 	}
 	if mounts["memory"] != "" && mounts["pids"] != "" {
 		if os.Geteuid() != 0 {
-			if groups := delegatedV1(mounts); groups != nil {
+			if groups := delegatedV1(mounts, os.Geteuid()); groups != nil {
 				return layout{v1: groups}, nil
 			}
 		}

@@ -57,13 +57,20 @@ func Populate(seed, dst string) error {
 	return nil
 }
 
+// copyFile copies src to dst with its permission bits: the cache holds
+// executables too (the tools go tool builds, such as test2json, which go
+// test -json runs from there).
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fi.Mode().Perm())
 	if err != nil {
 		return err
 	}
