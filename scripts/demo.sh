@@ -5,10 +5,11 @@
 # in a local sandbox.
 #
 # As a user other than root, when sandbox-check says the only required
-# protection missing here is the disk quota (which needs root today:
-# docs/local-backend.md, "Without root"), the demo runs with --relax=disk
-# and says so; unless DEMO_FLAGS has a --relax of its own. As root nothing
-# is relaxed: a missing protection fails the demo with its fix.
+# protection missing here is the disk quota (a user's is a memory disk,
+# which some kernels refuse: docs/local-backend.md, "Without root"), the
+# demo runs with --relax=disk and says so; unless DEMO_FLAGS has a --relax
+# of its own. As root nothing is relaxed: a missing protection fails the
+# demo with its fix.
 #
 # Env: FLOW (all, smoke or multi), DEMO_FLAGS (more flags for cmd/demo),
 #      GO (the go command).
@@ -26,7 +27,7 @@ read -r -a flags <<<"${DEMO_FLAGS:-}"
 if [ "$(id -u)" -ne 0 ] && [[ " ${DEMO_FLAGS:-}" != *" --relax"* ]]; then
 	missing=$("$tmp/sandbox-check" --missing)
 	if [ "$missing" = disk-quota ]; then
-		echo "demo: the disk quota is unavailable to $(id -un) (sandbox-check: disk-quota, needs root today): running with --relax=disk, so sandboxes write to the state directory's file system, capped per file only"
+		echo "demo: the disk quota is unavailable to $(id -un) (sandbox-check: disk-quota): running with --relax=disk, so sandboxes write to the state directory's file system, capped per file only"
 		flags+=(--relax=disk)
 	fi
 fi

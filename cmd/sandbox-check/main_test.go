@@ -15,7 +15,7 @@ import (
 // TestCheckThisHost runs the check for real. As root this host runs the
 // local backend (the rest of the suite needs it), so every required
 // protection is active and the exit status is 0. As another user the exit
-// status follows the table (the disk quota needs root today), and the
+// status follows the table (cgroups need the one-time setup), and the
 // summary says what the user's sandboxes get.
 func TestCheckThisHost(t *testing.T) {
 	var out, errb bytes.Buffer
