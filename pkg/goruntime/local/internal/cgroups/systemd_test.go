@@ -242,15 +242,7 @@ func scopeHelper(mode string) int {
 		}
 		fmt.Println("enabled: ok")
 		fmt.Printf("own cgroup after enabling: %s\n", own())
-		child := filepath.Join(s.Cgroup, "sandbox")
-		if err := os.Mkdir(child, 0o755); err != nil {
-			fmt.Println("mkdir child:", err)
-			return 1
-		}
-		_, err = os.Stat(filepath.Join(child, "hugetlb.2MB.max"))
-		fmt.Println("child has hugetlb files:", err == nil)
-		if err := os.Remove(child); err != nil {
-			fmt.Println("remove child:", err)
+		if !reportChild(s.Cgroup) {
 			return 1
 		}
 		again, err := joinScope(ctx, unified)

@@ -102,16 +102,26 @@ func leafHelper(dir string) int {
 	fmt.Println("enabled: ok")
 	own, _ := ownCgroups()
 	fmt.Println("own cgroup:", own[""])
-	child := filepath.Join(dir, "sandbox")
-	if err := os.Mkdir(child, 0o755); err != nil {
-		fmt.Println("mkdir child:", err)
-		return 1
-	}
-	_, err = os.Stat(filepath.Join(child, "hugetlb.2MB.max"))
-	fmt.Println("child has hugetlb files:", err == nil)
-	if err := os.Remove(child); err != nil {
-		fmt.Println("remove child:", err)
+	if !reportChild(dir) {
 		return 1
 	}
 	return 0
+}
+
+// reportChild makes a child cgroup "sandbox" of dir, prints whether it
+// got the hugetlb controller's files, and removes it; false when either
+// step failed (printed).
+func reportChild(dir string) bool {
+	child := filepath.Join(dir, "sandbox")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		fmt.Println("mkdir child:", err)
+		return false
+	}
+	_, err := os.Stat(filepath.Join(child, "hugetlb.2MB.max"))
+	fmt.Println("child has hugetlb files:", err == nil)
+	if err := os.Remove(child); err != nil {
+		fmt.Println("remove child:", err)
+		return false
+	}
+	return true
 }
