@@ -58,8 +58,10 @@ exec "$@"`
 // namespaces: unshare(1) as the caller, then the script, each found in
 // the caller's PATH. The seed must be readable by the caller.
 func MemoryCommand(d Disk, sp Spec) ([]string, error) {
-	if err := overlayPath(sp.Seed); err != nil {
-		return nil, err
+	for _, p := range []string{sp.Seed, d.Dir} {
+		if err := overlayPath(p); err != nil {
+			return nil, err
+		}
 	}
 	dirs := append([]string{}, sp.Layout.Dirs...)
 	dirs = append(dirs, overlayDir, overlayUpper, overlayWork)
@@ -89,10 +91,11 @@ func (d Disk) Through(root string) Disk {
 	return d
 }
 
-// overlayPath refuses a lower directory overlayfs's options cannot carry.
-func overlayPath(seed string) error {
-	if strings.ContainsAny(seed, ",:\\") {
-		return fmt.Errorf("seed build cache path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", seed)
+// overlayPath refuses a path (the seed, a memory disk's) overlayfs's
+// options cannot carry.
+func overlayPath(p string) error {
+	if strings.ContainsAny(p, ",:\\") {
+		return fmt.Errorf("path %s holds a character overlayfs options cannot carry (, : or \\): set Options.StateDir to a plainer path", p)
 	}
 	return nil
 }
