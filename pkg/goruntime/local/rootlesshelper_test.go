@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -230,6 +232,9 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 			return fail("open", err)
 		}
 	}
+	if err := printOwner(ctx, r.victim); err != nil {
+		return fail("whose files", err)
+	}
 	if f := armAttacker(r.attacker); len(f) > 0 {
 		return fail("arm the attacker", fmt.Errorf("%s", strings.Join(f, "; ")))
 	}
@@ -346,4 +351,52 @@ func reattach(ctx context.Context, r *rootlessTarget) error {
 		return fmt.Errorf("kept.txt after attach: %q, want %q", res.Stdout, r.secret)
 	}
 	return nil
+}
+
+// printOwner has s write a file in /app and prints whose it is on the
+// host ("owner UID", seen through Dir()/app) and whether this process,
+// the user, may write it ("user-write refused" or "user-write allowed").
+func printOwner(ctx context.Context, s *goruntime.Session) error {
+	if _, err := s.Execute(ctx, goruntime.Request{Command: "echo sandbox > owned.txt"}); err != nil {
+		return err
+	}
+	sb, ok := s.Sandbox().(*local.Sandbox)
+	if !ok {
+		return fmt.Errorf("not a local sandbox: %T", s.Sandbox())
+	}
+	p := filepath.Join(sb.Dir(), "app", "owned.txt")
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	fmt.Println("owner", fi.Sys().(*syscall.Stat_t).Uid)
+	if err := os.WriteFile(p, []byte("user"), 0o644); errors.Is(err, fs.ErrPermission) {
+		fmt.Println("user-write refused")
+	} else {
+		fmt.Println("user-write allowed:", err)
+	}
+	return nil
+}
+
+// rootlessPlainHelper opens one sandbox and prints whose its files are
+// (printOwner).
+func rootlessPlainHelper(ctx context.Context, opts local.Options) int {
+	opts.WarmPool = -1
+	b, err := local.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rootless helper: new:", err)
+		return 1
+	}
+	defer b.Close(context.Background())
+	s, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rootless helper: open:", err)
+		return 1
+	}
+	defer s.Close(context.Background())
+	if err := printOwner(ctx, s); err != nil {
+		fmt.Fprintln(os.Stderr, "rootless helper:", err)
+		return 1
+	}
+	return 0
 }
