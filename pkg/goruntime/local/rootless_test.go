@@ -131,6 +131,9 @@ func TestRootlessLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	etc := rootlessEtc(t, dir)
+	// With subordinate ids the module proxy's socket takes another way
+	// into the sandbox: the helper downloads a module when this host can.
+	modules := moduleProxyProblem(t) == ""
 	t.Logf("setup (binaries copied, the hostile server built, the seed shared): %s", time.Since(setup).Round(100*time.Millisecond))
 	helper := func(mode string, subIDs bool) string {
 		t.Helper()
@@ -148,6 +151,9 @@ func TestRootlessLimits(t *testing.T) {
 		cmd.Dir = home
 		cmd.Env = []string{helperEnv + "=" + mode, "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
 			"LOCAL_TEST_STATE_DIR=" + state, "LOCAL_TEST_HOSTILE=" + hostile, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		if modules {
+			cmd.Env = append(cmd.Env, "LOCAL_TEST_ROOTLESS_MODULES=1", "GOPROXY="+goEnv(t, "GOPROXY"))
+		}
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		t.Logf("the backend as uid %d (%s, subordinate ids: %v), %s:\n%s", rootlessUID, mode, subIDs, time.Since(start).Round(100*time.Millisecond), out)
@@ -167,6 +173,9 @@ func TestRootlessLimits(t *testing.T) {
 	}
 	if !strings.Contains(out, "user-write refused\n") {
 		t.Errorf("with subordinate ids, the user's other processes may write a sandbox's file")
+	}
+	if modules && !strings.Contains(out, "modules ok\n") {
+		t.Errorf("with subordinate ids, an allowlisted module did not come through the module proxy")
 	}
 	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0",
 		"attach ok", "disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit), "inodes " + string(goruntime.OutcomeDiskLimit),
@@ -293,4 +302,14 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// goEnv is the go command's setting name here.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -303,6 +303,13 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 		}
 	}
 	fmt.Printf("time limits %.1f\n", time.Since(step).Seconds())
+	if os.Getenv("LOCAL_TEST_ROOTLESS_MODULES") != "" {
+		if err := rootlessModules(ctx, opts); err != nil {
+			fmt.Println("modules:", err)
+		} else {
+			fmt.Println("modules ok")
+		}
+	}
 	fmt.Printf("time total %.1f\n", time.Since(start).Seconds())
 	return 0
 }
@@ -399,4 +406,41 @@ func rootlessPlainHelper(ctx context.Context, opts local.Options) int {
 		return 1
 	}
 	return 0
+}
+
+// rootlessModules downloads an allowlisted module into a sandbox of a
+// backend of its own with a module cache in HOME (HOME is closed to
+// others, so the cache is bound in through its staging when sandboxes
+// have ids of their own; the cache itself is open to them, as the go
+// command makes it) through the host's module proxy, and builds with it.
+func rootlessModules(ctx context.Context, opts local.Options) error {
+	opts.ModCache = filepath.Join(os.Getenv("HOME"), "modcache")
+	opts.AllowModules = []string{allowedModule}
+	if err := os.MkdirAll(opts.ModCache, 0o755); err != nil {
+		return err
+	}
+	b, err := local.New(opts)
+	if err != nil {
+		return err
+	}
+	defer b.Close(context.Background())
+	s, err := goruntime.Open(ctx, b, goruntime.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close(context.Background())
+	res, err := s.Execute(ctx, goruntime.Request{
+		Files: []goruntime.File{
+			{Path: "go.mod", Data: []byte("module example.com/m\n\ngo 1.22\n\nrequire " + allowedModule + " " + allowedVersion + "\n")},
+			{Path: "main.go", Data: []byte("package main\n\nimport \"golang.org/x/sync/errgroup\"\n\nfunc main() { var g errgroup.Group; println(g.Wait() == nil) }\n")},
+		},
+		Command: "go run .",
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 || !strings.HasSuffix(res.Stderr, "true\n") {
+		return fmt.Errorf("go run: exit %d, outcome %s: %s", res.ExitCode, res.Outcome, res.Stderr)
+	}
+	return nil
 }
