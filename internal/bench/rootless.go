@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -21,9 +21,11 @@ import (
 // this binary, one as root and one as Config.RootlessUID, driven in turn
 // by this process, which alternates them round by round (alternated) and
 // lets both warm pools refill before every timed step, so load and
-// refills fall on both alike. The rootless side relaxes the disk quota
-// only when local.Check reports it unavailable; the table says which
-// protections each side ran with.
+// refills fall on both alike. The rootless side has subordinate ids
+// (asUserWithSubIDs), as a user Debian's adduser made has, so its
+// sandboxes run as ids of their own; it relaxes the disk quota only when
+// local.Check reports it unavailable; the table says which protections
+// each side ran with.
 
 // rootlessCommands are the go commands the section times, first and warm.
 var rootlessCommands = []string{"go run .", "go build -o app ."}
@@ -60,8 +62,11 @@ func (r *runner) rootlessSection(ctx context.Context) error {
 		return err
 	}
 	defer r.stopSide(root)
-	rootless, err := startSide(ctx, "rootless", bin, home, rootlessEnv(home),
-		&syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}, r.cfg.Log)
+	wrap, err := asUserWithSubIDs(filepath.Dir(home), uid)
+	if err != nil {
+		return err
+	}
+	rootless, err := startSide(ctx, "rootless", bin, home, rootlessEnv(home), wrap, r.cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -292,4 +297,35 @@ func (r *runner) removeGroups(groups []string) {
 			r.logf("rootless: remove the delegated cgroup: %v", err)
 		}
 	}
+}
+
+// rootlessSubIDs is the first of the 65,536 subordinate uids and gids the
+// rootless side is granted: a user as Debian's adduser makes one has
+// some, and its sandboxes then run as ids of their own.
+const rootlessSubIDs = 1_800_100_000
+
+// asUserWithSubIDs is the command that runs the rootless side as uid
+// with an account and subordinate ids (rootlessSubIDs): in a mount
+// namespace of its own, passwd, subuid and subgid files written in dir
+// are bound over the host's, and the side becomes uid there. The host's
+// files stay as they are.
+func asUserWithSubIDs(dir string, uid int) ([]string, error) {
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return nil, err
+	}
+	passwd, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return nil, err
+	}
+	passwd = fmt.Appendf(passwd, "grs-bench:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", uid, uid)
+	for name, body := range map[string][]byte{"passwd": passwd, "subids": fmt.Appendf(nil, "grs-bench:%d:65536\n", rootlessSubIDs)} {
+		if err := os.WriteFile(filepath.Join(etc, name), body, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	id := strconv.Itoa(uid)
+	wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/subids" /etc/subuid && mount --bind "$1/subids" /etc/subgid && shift && exec "$@"`
+	return []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "as-user", etc,
+		"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, nil
 }

@@ -236,16 +236,19 @@ type sideProc struct {
 }
 
 // startSide starts bin as the side called name, in dir, with env (the
-// side's marker added) and, when cred is set, as that user. Its stderr
-// goes to log. When ctx ends the side gets SIGTERM: its request in flight
-// fails and it closes its backends.
-func startSide(ctx context.Context, name, bin, dir string, env []string, cred *syscall.Credential, log io.Writer) (*sideProc, error) {
+// side's marker added), under wrap (a command that ends by executing its
+// arguments, bin, in its place) when set. Its stderr goes to log. When ctx
+// ends the side gets SIGTERM: its request in flight fails and it closes
+// its backends.
+func startSide(ctx context.Context, name, bin, dir string, env []string, wrap []string, log io.Writer) (*sideProc, error) {
 	cmd := exec.CommandContext(ctx, bin)
+	if len(wrap) > 0 {
+		cmd = exec.CommandContext(ctx, wrap[0], append(slices.Clip(wrap[1:]), bin)...)
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = time.Minute
 	cmd.Dir = dir
 	cmd.Env = append(slices.Clip(env), sideEnv+"="+name)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Stderr = log
 	if log == nil {
 		cmd.Stderr = io.Discard
