@@ -26,7 +26,9 @@ func TestServeEndsItselfWhenIdle(t *testing.T) {
 		IdleExit: time.Second,
 	}
 	served := make(chan int, 1)
-	go func() { served <- Serve(context.Background(), cfg, Listeners{Addr: "unix:" + sock, ShutdownTimeout: time.Second}) }()
+	go func() {
+		served <- Serve(context.Background(), cfg, Listeners{Addr: "unix:" + sock, ShutdownTimeout: time.Second})
+	}()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
