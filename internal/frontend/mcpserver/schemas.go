@@ -6,7 +6,7 @@ import (
 
 // instructions are sent to clients at initialization; many show them to
 // the model.
-const instructions = `This server runs Go code in an isolated Linux sandbox. Write files and run a command with run_go_code; files, built binaries and the Go build cache persist under /app across calls in this session, so iterate: write, run, read the errors, fix, rerun. read_file and list_files inspect /app; reset_sandbox empties it.`
+const instructions = `This server runs Go code in an isolated Linux sandbox. Write files and run a command with run_go_code; files, built binaries and the Go build cache persist under /app across calls in this session, so iterate: write, run, read the errors, fix, rerun. read_file and list_files inspect /app; reset_sandbox empties it. For a workspace that outlives this connection, create_sandbox returns a sandbox_id: pass it to every tool to work there (list_sandboxes, delete_sandbox manage yours; each ends after its idle TTL).`
 
 const runDescription = `Build, run or test Go code in an isolated Linux sandbox and get back the exit code, stdout, stderr and timing.
 
