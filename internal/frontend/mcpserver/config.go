@@ -65,7 +65,7 @@ type Config struct {
 	// older ones too. No session holds a sandbox: a call names a handle
 	// with sandbox_id, and run_go_code or check_go_code without one makes
 	// a new handle and names it in the result. Needs a backend with
-	// handles (goruntime.HandleBackend). HTTP only.
+	// handles (goruntime.HandleBackend: local, agent-sandbox). HTTP only.
 	Stateless bool
 	// MaxTTL caps a sandbox handle's idle TTL (create_sandbox's
 	// ttl_seconds); handles get min(30 min, MaxTTL) by default
@@ -147,7 +147,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "the largest timeout_seconds a call may ask for")
 	fs.DurationVar(&c.IdleTTL, "idle-ttl", c.IdleTTL, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", c.MaxSandboxes, "http: most sandboxes open at once across sessions (0: no limit)")
-	fs.BoolVar(&c.Stateless, "stateless", c.Stateless, "http: serve without MCP sessions (MCP 2026-07-28 natively, older clients too), so any replica can serve any call: no session keeps a sandbox; calls name one with sandbox_id (create_sandbox), and run_go_code or check_go_code without it make a new one and return its sandbox_id. Needs the local backend")
+	fs.BoolVar(&c.Stateless, "stateless", c.Stateless, "http: serve without MCP sessions (MCP 2026-07-28 natively, older clients too), so any replica can serve any call: no session keeps a sandbox; calls name one with sandbox_id (create_sandbox), and run_go_code or check_go_code without it make a new one and return its sandbox_id")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "the longest idle TTL create_sandbox's ttl_seconds may ask for; a sandbox ends once unused this long (default TTL: 30m or this, the shorter)")
 	fs.IntVar(&c.MaxSandboxesPerPrincipal, "max-sandboxes-per-principal", c.MaxSandboxesPerPrincipal, "most sandboxes (create_sandbox) one principal (an auth token's name) holds at once (0: no limit)")
 	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {

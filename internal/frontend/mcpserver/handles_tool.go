@@ -52,7 +52,7 @@ func (s *Server) principal(req *mcp.CallToolRequest) string {
 func (s *Server) handles() (goruntime.HandleBackend, error) {
 	hb, ok := s.cfg.Backend.(goruntime.HandleBackend)
 	if !ok {
-		return nil, fmt.Errorf("the %s backend keeps no durable sandboxes (sandbox_id, create_sandbox, list_sandboxes, delete_sandbox): use the local backend", s.cfg.Backend.Name())
+		return nil, fmt.Errorf("the %s backend keeps no durable sandboxes (sandbox_id, create_sandbox, list_sandboxes, delete_sandbox): the local and agent-sandbox backends do", s.cfg.Backend.Name())
 	}
 	return hb, nil
 }
