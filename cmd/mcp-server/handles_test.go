@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
 )
 
 // stdioServer starts the binary over stdio and connects an SDK client;
@@ -184,4 +186,57 @@ func TestHandleSurvivesKilledServer(t *testing.T) {
 
 	callTool(t, ctx, cs2, "delete_sandbox", map[string]any{"sandbox_id": id})
 	assertNothingLeft(t, hs)
+}
+
+// The built server with --stateless on the real local backend: a go-sdk
+// client negotiates MCP 2026-07-28, makes a sandbox, builds and runs in
+// it by sandbox_id, and a second connection (as another replica would be
+// reached) finds the binary there; without sandbox_id, read_file asks
+// for one.
+func TestStatelessHTTP(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	logs := &logSink{}
+	args := []string{"--stateless"}
+	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
+		args = append(args, "--state-dir="+dir)
+	}
+	srv, err := smoke.StartHTTP(ctx, serverBin, serverArgs(t, args...), logs)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, tail(logs.String(), 3000))
+		}
+	}()
+	connect := func() *mcp.ClientSession {
+		cs, err := srv.Target().Connect(ctx, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, tail(logs.String(), 3000))
+		}
+		return cs
+	}
+	cs := connect()
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %s, want 2026-07-28", v)
+	}
+	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"labels": map[string]any{"via": "stateless"}})["sandbox_id"].(string)
+	run := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "files": smoke.HelloFiles(), "command": "go build -o hello main.go && ./hello"})
+	if run["sandbox_id"] != id || run["exit_code"] != float64(0) {
+		t.Fatalf("run_go_code with sandbox_id: %v", run)
+	}
+	other := connect()
+	defer other.Close()
+	again := callTool(t, ctx, other, "run_go_code", map[string]any{"sandbox_id": id, "command": "./hello"})
+	if again["stdout"] != run["stdout"] || again["stdout"] == "" {
+		t.Fatalf("the built binary from another connection: %v (first run: %v)", again, run["stdout"])
+	}
+	res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "main.go"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("read_file without sandbox_id on a stateless server: %v %+v", err, res)
+	}
+	callTool(t, ctx, other, "delete_sandbox", map[string]any{"sandbox_id": id})
 }
