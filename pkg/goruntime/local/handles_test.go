@@ -191,3 +191,62 @@ func assertSandboxGone(t *testing.T, dir string, pid int, m sandboxMeta) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// BenchmarkHandle: creating a handle (a sandbox started, not claimed from
+// the warm pool), and one call's attach, command and release on it (what
+// mcp-server does for a call with sandbox_id), beside the same command on
+// a sandbox held open.
+func BenchmarkHandle(b *testing.B) {
+	be := newBackend(b, testOptions())
+	ctx := context.Background()
+	b.Run("open", func(b *testing.B) { // the baseline: Open without a warm pool
+		for b.Loop() {
+			sb, err := be.Open(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = sb.Close(ctx)
+			b.StartTimer()
+		}
+	})
+	b.Run("create", func(b *testing.B) {
+		for b.Loop() {
+			h, sb, err := be.CreateHandle(ctx, "bench", goruntime.HandleSpec{TTL: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = sb.Disconnect(ctx)
+			_ = be.DeleteHandle(ctx, "bench", h.ID)
+			b.StartTimer()
+		}
+	})
+	h, sb, err := be.CreateHandle(ctx, "bench", goruntime.HandleSpec{TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = be.DeleteHandle(ctx, "bench", h.ID) }()
+	b.Run("held", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "true"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	_ = sb.Disconnect(ctx)
+	b.Run("attach-exec-release", func(b *testing.B) {
+		for b.Loop() {
+			_, sb, err := be.AttachHandle(ctx, "bench", h.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(ctx, goruntime.ExecRequest{Command: "true"}); err != nil {
+				b.Fatal(err)
+			}
+			if err := sb.Disconnect(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
