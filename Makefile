@@ -29,7 +29,7 @@ deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt, 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-demo: ## install bubblewrap and iptables (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
+demo: ## install bubblewrap, iptables and uidmap (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
 	FLOW='$(FLOW)' DEMO_FLAGS='$(DEMO_FLAGS)' GO='$(GO)' bash scripts/demo.sh
 
 vet: ## go vet every package

@@ -23,7 +23,8 @@ packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	e2fsprogs # pkg/goruntime/local: mkfs.ext4 for each sandbox's disk (disk quota)
 	mount # pkg/goruntime/local: mount -o loop for each sandbox's disk
-	util-linux # pkg/goruntime/local: setpriv, to start a sandbox as its own host uid
+	util-linux # pkg/goruntime/local: setpriv, to start a sandbox as its own host uid; unshare, mount and nsenter for a user's memory disks and limits
+	uidmap # pkg/goruntime/local: newuidmap, newgidmap: a user's sandboxes run as subordinate ids of their own
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	runc # test/e2e: the node's default OCI runtime (containerd's runc shim)
 	containernetworking-plugins # test/e2e: CNI bridge, host-local, loopback, portmap

@@ -14,6 +14,12 @@ import (
 // Listen opens a listener for addr: "unix:/path/to.sock" (a stale socket
 // file at that path is replaced, its directory created) or "host:port" on
 // TCP (port 0 picks a free one). Errors name addr and what is wrong with it.
+//
+// A unix socket is made connectable by every uid (mode 0666): who may
+// reach it is its directory's to decide. The local backend's host side
+// may be another uid than the server's (a user whose sandboxes run as
+// subordinate uids of their own), and the sandbox's run directory is
+// closed to everyone else.
 func Listen(addr string) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if path == "" {
@@ -33,6 +39,10 @@ func Listen(addr string) (net.Listener, error) {
 		l, err := net.Listen("unix", path)
 		if err != nil {
 			return nil, fmt.Errorf("listen %q: %w", addr, err)
+		}
+		if err := os.Chmod(path, 0o666); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("listen %q: open the socket to its directory's users: %w", addr, err)
 		}
 		return l, nil
 	}

@@ -48,8 +48,9 @@ type Backend struct {
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
 
 	// Protections (protect.go), fixed by New.
-	layers       // seccomp filter and nested user namespace block
-	hostUID bool // each sandbox runs as a host uid of its own (hostuid.go)
+	layers          // seccomp filter and nested user namespace block
+	hostUID bool    // each sandbox runs as a host uid of its own (hostuid.go)
+	subIDs  *subIDs // not root: each sandbox runs as subordinate ids of its own (subids.go); nil: as the caller
 	// Where bubblewrap binds Go, the module cache and the server from:
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer, bindProcessAPI string

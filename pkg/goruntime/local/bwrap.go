@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
 // Paths inside a sandbox.
@@ -22,9 +23,12 @@ const (
 	// serverBin where the server looks for it.
 	processAPIBin = "/.sandbox/" + server.ProcessAPIName
 	modCacheRO    = "/go/pkg/mod" // the host module cache, read-only
-	sandboxUID    = 1000
-	socketName    = "server.sock"
-	childEnv      = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
+	// hostSocketsDir holds the host's sockets for a sandbox with ids of
+	// its own (subids.go): the module proxy's.
+	hostSocketsDir = "/run/sandbox-host"
+	sandboxUID     = 1000
+	socketName     = "server.sock"
+	childEnv       = "GORUNTIME_SANDBOX_CHILD" // see ServeIfChild
 
 	// shmBytes caps /dev/shm, a tmpfs of its own: its files live in
 	// memory charged to the sandbox's memory limit and outlive the
@@ -119,11 +123,13 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 	a = append(a, prot...)
 	// bind binds a path of ours. When sandboxes run as a host uid of
 	// their own, bubblewrap runs as that uid and must reach every source
-	// path: the sandbox's own directories are on its disk under runRoot,
-	// and the module cache, Go and the server are staged there when
-	// their own paths are not (stage.go).
+	// path: as root's, the sandbox's own directories are on its disk
+	// under runRoot, and the module cache, Go and the server are staged
+	// there when their own paths are not (stage.go); as a user's
+	// subordinate ids, its disk is under the user's subIDRoot and the
+	// rest is staged on it (subids.go, l.source).
 	bind := func(flag, src, dst string) error {
-		a = append(a, flag, src, dst)
+		a = append(a, flag, l.source(src), dst)
 		return nil
 	}
 	if !b.opts.Network {
@@ -180,6 +186,11 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		if err := bind("--ro-bind", b.bindProcessAPI, processAPIBin); err != nil {
 			return nil, err
 		}
+	}
+	if l.ownIDs {
+		// The host's sockets for it (the module proxy's), in a directory
+		// the sandbox cannot change (modules.go).
+		a = append(a, "--ro-bind", filepath.Join(l.disk, disk.HostDir), hostSocketsDir)
 	}
 	a = append(a,
 		"--remount-ro", "/",

@@ -135,6 +135,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	            the handle's ID and sandbox directory, SIGKILL itself.
 //	rootless:   run as a user other than root, run the attacker battery and
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
+//	rootless-plain: as a user other than root, open a sandbox and report
+//	            whose its files are (rootlesshelper_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -148,6 +150,8 @@ func runHelper(mode string) int {
 		return rootlessHelper(ctx, opts)
 	case "handle-killed":
 		return handleHelper(ctx, opts)
+	case "rootless-plain":
+		return rootlessPlainHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

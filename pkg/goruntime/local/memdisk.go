@@ -33,20 +33,37 @@ func memoryDiskLayout() disk.Layout {
 
 // prepareMemoryDisk lays out the host side of a memory disk for the
 // sandbox in l (its mount point, etc and log directories) and returns the
-// disk and the command the gate runs before bubblewrap to mount it.
-func (b *Backend) prepareMemoryDisk(l *layout, seed string) (disk.Disk, []string, error) {
+// disk and the command the gate runs before bubblewrap to mount it. A
+// sandbox with host ids of its own (id, subids.go) mounts its disk on the
+// user's shared mount point, which those ids reach, and gets what they
+// cannot reach staged on it.
+func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, []string, error) {
 	d := disk.Memory(filepath.Join(l.dir, "disk"))
-	for _, dir := range []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")} {
+	dirs := []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")}
+	if id.UID > 0 {
+		d = disk.Memory(b.subIDs.diskDir())
+		d.OwnIDs = true
+		dirs = dirs[1:]
+	}
+	for _, dir := range dirs {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return d, nil, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
+	l.memory, l.disk, l.ownIDs = true, d.Dir, d.OwnIDs
+	if d.OwnIDs {
+		// Its passwd, group and hosts files are read by the sandbox's
+		// ids, through their staging.
+		if err := os.Chmod(l.etc(), 0o755); err != nil {
+			return d, nil, err
+		}
+		id.Stage = b.stageForOwnIDs(l, d)
+	}
 	sp := disk.Spec{Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: memoryDiskLayout()}
-	wrap, err := disk.MemoryCommand(d, sp)
+	wrap, err := disk.MemoryCommand(d, sp, id)
 	if err != nil {
 		return d, nil, err
 	}
-	l.memory, l.disk = true, d.Dir
 	return d, wrap, nil
 }
 
@@ -64,7 +81,7 @@ func seeMemoryDisk(l *layout, pid int) {
 
 // memoryDiskProblem says why memory disks cannot be had here, or "".
 func memoryDiskProblem(ctx context.Context, o Options) (detail, fix string) {
-	if err := disk.TryMemory(ctx, gatePATH, MinDiskBytes, MinDiskInodes); err != nil {
+	if err := disk.TryMemory(ctx, gatePATH, MinDiskBytes, MinDiskInodes, disk.Identity{}); err != nil {
 		return err.Error(), "a kernel that lets users mount tmpfs and overlayfs in their own user namespaces (Linux 5.11 or later, unprivileged user namespaces enabled), or run as root, or relax it (Options.Relax.DiskQuota)"
 	}
 	return "", ""

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -82,7 +83,12 @@ func (b *Backend) setupModuleProxy() error {
 }
 
 // modProxySocket is where a sandbox's module proxy socket is on the host.
-func (l layout) modProxySocket() string { return filepath.Join(l.hostRun(), modProxySockName) }
+func (l layout) modProxySocket() string {
+	if l.ownIDs {
+		return l.view + filepath.Join(l.disk, disk.HostDir, modProxySockName)
+	}
+	return filepath.Join(l.hostRun(), modProxySockName)
+}
 
 // serveModules serves the module proxy on sandbox id's socket (l),
 // giving the socket to its host uid (0: the caller's). Nothing happens
@@ -106,8 +112,17 @@ func (b *Backend) serveModules(id string, l layout, uid int) error {
 		return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
 	}
 	// Lchown: the sandbox owns the directory and may have swapped the
-	// name for a symlink already; the change must not follow it.
-	if uid > 0 {
+	// name for a symlink already; the change must not follow it. A
+	// sandbox with subordinate ids of its own connects as a stranger:
+	// its socket is in a directory only this user can change, and open
+	// to the sandbox through it.
+	switch {
+	case l.ownIDs:
+		if err := os.Chmod(sock, 0o666); err != nil {
+			ln.Close()
+			return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
+		}
+	case uid > 0:
 		if err := os.Lchown(sock, uid, uid); err != nil {
 			ln.Close()
 			return fmt.Errorf("module proxy socket for sandbox %s: %w", id, err)
@@ -169,4 +184,7 @@ func (b *Backend) moduleRelayFlags(f *server.Flags) {
 		return
 	}
 	f.ModuleRelayAddr, f.ModuleRelaySocket = moduleRelayAddr, runDir+"/"+modProxySockName
+	if b.subIDs != nil {
+		f.ModuleRelaySocket = hostSocketsDir + "/" + modProxySockName
+	}
 }

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -42,6 +43,15 @@ func emptyModCache(t *testing.T) string {
 // host, so without that there is nothing to test.
 func requireModuleProxy(t *testing.T) {
 	t.Helper()
+	if p := moduleProxyProblem(t); p != "" {
+		t.Skip(p)
+	}
+}
+
+// moduleProxyProblem says why this host cannot download the allowed
+// module through its own GOPROXY, or "".
+func moduleProxyProblem(t *testing.T) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", allowedModule+"@"+allowedVersion)
@@ -49,10 +59,11 @@ func requireModuleProxy(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOMODCACHE="+emptyModCache(t), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		proxy, _ := exec.Command("go", "env", "GOPROXY").Output()
-		t.Skipf("SKIP: this host cannot download %s@%s through its GOPROXY (%s): %v\n%s\n"+
+		return fmt.Sprintf("SKIP: this host cannot download %s@%s through its GOPROXY (%s): %v\n%s\n"+
 			"modules on demand fetch on the host, so this test needs the host to reach a module proxy",
 			allowedModule, allowedVersion, strings.TrimSpace(string(proxy)), err, out)
 	}
+	return ""
 }
 
 // TestModulesOnDemand: with AllowModules, a sandbox without a network

@@ -247,7 +247,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	if m.Disk != nil {
 		l.disk = m.Disk.Dir
 		if m.Disk.Memory {
-			l.memory = true
+			l.memory, l.ownIDs = true, m.Disk.OwnIDs
 			seeMemoryDisk(&l, m.PID)
 		}
 	}

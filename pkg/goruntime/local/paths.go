@@ -35,6 +35,25 @@ type layout struct {
 	// paths: /proc/<bubblewrap's pid>/root for a memory disk once the
 	// sandbox runs, else "".
 	view string
+	// ownIDs: the sandbox runs as subordinate ids of its own on a memory
+	// disk (subids.go); staged maps the host paths bubblewrap binds that
+	// those ids cannot reach to their stagings on the disk (set while the
+	// sandbox starts).
+	ownIDs bool
+	staged map[string]string
+}
+
+// source is where bubblewrap binds host path p from: p, or its staging.
+func (l layout) source(p string) string {
+	for from, to := range l.staged {
+		if p == from {
+			return to
+		}
+		if rel, err := filepath.Rel(from, p); err == nil && filepath.IsLocal(rel) {
+			return filepath.Join(to, rel)
+		}
+	}
+	return p
 }
 
 // data is the directory that holds the sandbox's writable storage.

@@ -145,6 +145,16 @@ func (b *Backend) setupProtections() error {
 		}
 		b.diskQuota, b.memoryDisk = true, !root
 	}
+	if !root {
+		switch p := checkSubIDs(context.Background(), o, b.memoryDisk); p.Status {
+		case StatusActive:
+			s, _, _ := findSubIDs()
+			b.subIDs = &s
+		case StatusRelaxed:
+		default:
+			o.Logger.Info("local backend: sandboxes run as your uid, not as subordinate uids of their own", "why", p.Detail, "fix", p.Fix)
+		}
+	}
 	if !o.Relax.FileTable {
 		if p := fileTableProblem(o.MemoryBytes, hostFileMax()); p != nil {
 			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
@@ -171,7 +181,7 @@ func (b *Backend) setupProtections() error {
 	for _, r := range []struct {
 		relaxed bool
 		name    string
-	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID && root, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}, {o.Relax.FileTable, ProtFileTable}, {o.Relax.Connections, ProtConnections}} {
+	}{{o.Relax.Seccomp, ProtSeccomp}, {o.Relax.NestedUserns, ProtNestedUserns}, {o.Relax.HostUID, ProtHostUID}, {o.Relax.DiskQuota, ProtDiskQuota}, {o.Relax.FileTable, ProtFileTable}, {o.Relax.Connections, ProtConnections}} {
 		if r.relaxed {
 			o.Logger.Warn("local backend: protection relaxed by Options.Relax; sandboxes run without it", "protection", r.name)
 		}

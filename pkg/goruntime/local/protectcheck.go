@@ -83,8 +83,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
 	switch {
 	case !root:
-		hu.Status = StatusNotApplicable
-		hu.Detail = fmt.Sprintf("not root: sandboxes run as your uid %d (uid 1000 inside maps to it); files they write are yours (subordinate uids from /etc/subuid are not used yet)", os.Geteuid())
+		hu = checkSubIDs(ctx, o, !o.Relax.DiskQuota)
 	case o.Relax.HostUID:
 		hu.Status, hu.Detail = StatusRelaxed, "Options.Relax.HostUID: sandboxes run as host root (without capabilities); files they write belong to root"
 	default:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,9 +20,54 @@ import (
 )
 
 // rootlessUID is the user the rootless test runs its backend as: a uid
-// with no account and no other use in the tests (cmd/mcp-server's run as
-// 65534, without the setup, and may run at the same time).
-const rootlessUID = 65533
+// with no account on the host (the test gives it one in a mount
+// namespace of its own) and no other use in the tests (cmd/mcp-server's
+// run as 65534, without the setup, and may run at the same time).
+// rootlessSubIDs is the first of the 65,536 subordinate uids and gids it
+// is granted there: above the ranges useradd hands out.
+const (
+	rootlessUID    = 65533
+	rootlessSubIDs = 1_800_000_000
+)
+
+// rootlessEtc writes, in a directory under dir, the passwd file (the
+// host's with an account for rootlessUID) and the subordinate id files
+// the rootless helper runs with: subids grants it rootlessSubIDs, none
+// grants nothing.
+func rootlessEtc(t *testing.T, dir string) string {
+	t.Helper()
+	etc := filepath.Join(dir, "etc")
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	passwd, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passwd = fmt.Appendf(passwd, "grs-rootless:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", rootlessUID, rootlessUID)
+	for name, body := range map[string][]byte{
+		"passwd": passwd,
+		"subids": fmt.Appendf(nil, "grs-rootless:%d:65536\n", rootlessSubIDs),
+		"none":   nil,
+	} {
+		if err := os.WriteFile(filepath.Join(etc, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return etc
+}
+
+// lineField is the number after word on out's line "word N", or -1.
+func lineField(out, word string) int {
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), word+" "); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
 
 // TestRootlessLimits: a user other than root, after root's one-time
 // setup (DelegateCgroups, sandbox-check --setup-user), gets sandboxes
@@ -50,7 +96,8 @@ func TestRootlessLimits(t *testing.T) {
 		}
 	})
 	// The helper runs a copy of this test binary and the server from a
-	// directory that uid can read, with a state directory of its own.
+	// directory that uid can read, with a state directory of its own in
+	// a HOME closed to others, as a user's is.
 	setup := time.Now()
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes both 0700
@@ -80,26 +127,64 @@ func TestRootlessLimits(t *testing.T) {
 		}
 	}
 	shareSeed(t, filepath.Join(state, "seed"))
-	cmd := exec.Command(filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
-	cmd.Dir = home
-	cmd.Env = []string{helperEnv + "=rootless", "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
-		"LOCAL_TEST_STATE_DIR=" + state, "LOCAL_TEST_HOSTILE=" + hostile, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: rootlessUID, Gid: rootlessUID, Groups: []uint32{}}}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	etc := rootlessEtc(t, dir)
+	// With subordinate ids the module proxy's socket takes another way
+	// into the sandbox: the helper downloads a module when this host can.
+	modules := moduleProxyProblem(t) == ""
 	t.Logf("setup (binaries copied, the hostile server built, the seed shared): %s", time.Since(setup).Round(100*time.Millisecond))
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("the backend as uid %d, %s:\n%s", rootlessUID, time.Since(start).Round(100*time.Millisecond), out)
-	if err != nil {
-		t.Fatalf("rootless helper: %v", err)
+	helper := func(mode string, subIDs bool) string {
+		t.Helper()
+		// The helper runs in a mount namespace of its own where the user
+		// has an account and, with subIDs, subordinate ids (etc's files
+		// bound over the host's), and becomes the user there.
+		wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/$2" /etc/subuid && mount --bind "$1/$2" /etc/subgid && shift 2 && exec "$@"`
+		grants := "subids"
+		if !subIDs {
+			grants = "none"
+		}
+		id := strconv.Itoa(rootlessUID)
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", etc, grants,
+			"setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--", filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
+		cmd.Dir = home
+		cmd.Env = []string{helperEnv + "=" + mode, "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
+			"LOCAL_TEST_STATE_DIR=" + state, "LOCAL_TEST_HOSTILE=" + hostile, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		if modules {
+			cmd.Env = append(cmd.Env, "LOCAL_TEST_ROOTLESS_MODULES=1", "GOPROXY="+goEnv(t, "GOPROXY"))
+		}
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		t.Logf("the backend as uid %d (%s, subordinate ids: %v), %s:\n%s", rootlessUID, mode, subIDs, time.Since(start).Round(100*time.Millisecond), out)
+		if err != nil {
+			t.Fatalf("rootless helper: %v", err)
+		}
+		return string(out)
+	}
+
+	// Without subordinate ids, sandboxes run as the user.
+	if out := helper("rootless-plain", false); !strings.Contains(out, fmt.Sprintf("owner %d\n", rootlessUID)) {
+		t.Errorf("without subordinate ids, a sandbox's file is not the user's (want owner %d)", rootlessUID)
+	}
+	out := helper("rootless", true)
+	if owner := lineField(out, "owner"); owner < rootlessSubIDs || owner >= rootlessSubIDs+65536 {
+		t.Errorf("with subordinate ids %d-%d, a sandbox's file belongs to uid %d", rootlessSubIDs, rootlessSubIDs+65535, owner)
+	}
+	if !strings.Contains(out, "user-write refused\n") {
+		t.Errorf("with subordinate ids, the user's other processes may write a sandbox's file")
+	}
+	if modules && !strings.Contains(out, "modules ok\n") {
+		t.Errorf("with subordinate ids, an allowlisted module did not come through the module proxy")
 	}
 	for _, want := range []string{"somaxconn 128", "ptys max=32", "tcp4 256 744 0", "tcp6 256 744 0",
 		"attach ok", "disk 64 64 0", "disk " + string(goruntime.OutcomeDiskLimit), "inodes " + string(goruntime.OutcomeDiskLimit),
 		"memory " + string(goruntime.OutcomeMemoryLimit), "processes " + string(goruntime.OutcomeProcessLimit)} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("the rootless sandbox did not report %q", want)
 		}
 	}
-	checkBattery(t, string(out))
+	checkBattery(t, out)
 }
 
 // checkBattery fails t for each finding the helper printed ("breach NAME:
@@ -217,4 +302,14 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// goEnv is the go command's setting name here.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -19,6 +19,8 @@ import (
 type storage struct {
 	uid  int
 	disk *disk.Disk
+	// leases is the directory of uid's lease (Backend.uidLeases).
+	leases string
 	// wrap is the command the gate runs bubblewrap under to mount a
 	// memory disk first (nil: none).
 	wrap []string
@@ -43,13 +45,21 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 			st.release(l.dir)
 		}
 	}()
+	st.leases = b.uidLeases()
 	if b.hostUID {
 		if st.uid, err = b.allocUID(l.dir); err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 		}
 	}
+	var id disk.Identity
+	if b.subIDs != nil {
+		if id.UID, id.GID, err = b.subIDs.alloc(l.dir); err != nil {
+			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+		}
+		st.uid = id.UID
+	}
 	if b.memoryDisk {
-		d, wrap, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir))
+		d, wrap, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
 		}
@@ -120,7 +130,8 @@ func (b *Backend) refillStorage(seedDir string) {
 // (prlimit on another uid's process needs CAP_SYS_RESOURCE, which many
 // root containers lack).
 func (st storage) gateCommand() []string {
-	if st.uid <= 0 {
+	if st.uid <= 0 || (st.disk != nil && st.disk.OwnIDs) {
+		// A memory disk's gate becomes the sandbox's ids itself.
 		return st.wrap
 	}
 	id := strconv.Itoa(st.uid)
@@ -136,6 +147,8 @@ func (st storage) release(dir string) error {
 			errs = append(errs, fmt.Errorf("remove sandbox disk: %w", err))
 		}
 	}
-	hostuid.Release(hostUIDDir, st.uid, dir)
+	if st.leases != "" {
+		hostuid.Release(st.leases, st.uid, dir)
+	}
 	return errors.Join(errs...)
 }

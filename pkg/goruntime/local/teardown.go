@@ -39,7 +39,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	} else if procfs.Alive(s.meta.PID, s.meta.StartTime) {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
-	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk}).release(s.l.dir); err != nil {
+	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.uidLeases()}).release(s.l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.b.trash(s.l.dir); err != nil {

@@ -51,6 +51,9 @@ type Disk struct {
 	// Memory: a memory disk (memory.go), mounted in the sandbox's own
 	// mount namespace; no image.
 	Memory bool `json:"memory,omitempty"`
+	// OwnIDs: a memory disk whose sandbox runs as host ids of its own
+	// (Identity): its HostDir holds the host's sockets for it.
+	OwnIDs bool `json:"own_ids,omitempty"`
 }
 
 // ByID is the disk named id: its image in images (a state directory's
