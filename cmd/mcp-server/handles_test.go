@@ -62,6 +62,10 @@ type handleSandbox struct {
 	PID     int                                `json:"pid"`
 	HostUID int                                `json:"host_uid"`
 	Cgroup  struct{ Memory, Pids, CPU string } `json:"cgroup"`
+	Disk    *struct {
+		Image string `json:"image"`
+		Dir   string `json:"dir"`
+	} `json:"disk"`
 }
 
 // findHandleSandbox reads the handle's record (the local backend's layout:
@@ -90,7 +94,8 @@ func findHandleSandbox(t *testing.T, stateDir, owner, id string) handleSandbox {
 }
 
 // assertNothingLeft waits (30 s) until a sandbox left nothing on the
-// host: its directory, processes, cgroups, host uid lease and mounts.
+// host: its directory, processes, cgroups, host uid lease, disk image and
+// mounts.
 func assertNothingLeft(t *testing.T, hs handleSandbox) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -112,8 +117,17 @@ func assertNothingLeft(t *testing.T, hs handleSandbox) {
 				left = append(left, "uid lease "+strconv.Itoa(hs.HostUID))
 			}
 		}
-		if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mounts), filepath.Base(hs.Dir)) {
+		mounts, _ := os.ReadFile("/proc/self/mountinfo")
+		if strings.Contains(string(mounts), filepath.Base(hs.Dir)) {
 			left = append(left, "a mount naming "+filepath.Base(hs.Dir))
+		}
+		if d := hs.Disk; d != nil {
+			if _, err := os.Stat(d.Image); d.Image != "" && err == nil {
+				left = append(left, "disk image "+d.Image)
+			}
+			if d.Dir != "" && strings.Contains(string(mounts), " "+d.Dir+" ") {
+				left = append(left, "disk mount "+d.Dir)
+			}
 		}
 		if len(left) == 0 {
 			return
@@ -143,7 +157,7 @@ func TestHandleSurvivesKilledServer(t *testing.T) {
 	defer cancel()
 	logs := &logSink{}
 	cs, cmd := stdioServer(t, ctx, stateDir, logs)
-	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"ttl_seconds": 600, "labels": map[string]any{"test": "killed"}})["sandbox_id"].(string)
+	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"ttl_seconds": 300, "labels": map[string]any{"test": "killed"}})["sandbox_id"].(string)
 	hs := findHandleSandbox(t, stateDir, "stdio", id)
 	out := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "command": "go build -o app . && echo built",
 		"files": map[string]any{"go.mod": "module kept\n\ngo 1.22\n", "main.go": "package main\n\nfunc main() { println(\"kept binary runs\") }\n", "notes.txt": "kept"}})
@@ -223,7 +237,7 @@ func TestStatelessHTTP(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("negotiated %s, want 2026-07-28", v)
 	}
-	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"labels": map[string]any{"via": "stateless"}})["sandbox_id"].(string)
+	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"ttl_seconds": 120, "labels": map[string]any{"via": "stateless"}})["sandbox_id"].(string)
 	run := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "files": smoke.HelloFiles(), "command": "go build -o hello main.go && ./hello"})
 	if run["sandbox_id"] != id || run["exit_code"] != float64(0) {
 		t.Fatalf("run_go_code with sandbox_id: %v", run)
