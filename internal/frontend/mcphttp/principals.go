@@ -15,9 +15,17 @@ import (
 // handle belongs to one (goruntime.HandleBackend's owner); the go-sdk
 // hands a request's principal to tool handlers as its TokenInfo.UserID.
 
-// DefaultPrincipal is the name of the one principal of a single token
-// (Config.Token: --auth-token-file or $GORUNTIME_MCP_TOKEN).
-const DefaultPrincipal = "default"
+// The principals that are no token file's: the tokens file may not name
+// them, so no token stands for another way in.
+const (
+	// DefaultPrincipal is the name of the one principal of a single
+	// token (Config.Token: --auth-token-file or $GORUNTIME_MCP_TOKEN).
+	DefaultPrincipal = "default"
+	// StdioPrincipal is the one principal of a server over stdio.
+	StdioPrincipal = "stdio"
+	// AnonymousPrincipal is every caller's over HTTP without a token.
+	AnonymousPrincipal = "anonymous"
+)
 
 // Principal is a named bearer token.
 type Principal struct {
@@ -31,8 +39,10 @@ const minTokenFileToken = 16
 // ReadTokensFile reads a tokens file: one principal a line as
 // "name:token" (the token is everything after the first colon, trimmed;
 // at least 16 bytes), blank lines and lines starting with # skipped.
-// Names are handle owners (goruntime.CheckOwner, no colon); a name or a
-// token given twice is an error, as is a file with none. Errors name the
+// Names are handle owners (goruntime.CheckOwner, no colon) other than
+// the reserved ones (DefaultPrincipal, StdioPrincipal,
+// AnonymousPrincipal); a name or a token given twice is an error, as is a
+// file with none. Errors name the
 // line, never a token.
 func ReadTokensFile(path string) ([]Principal, error) {
 	data, err := os.ReadFile(path)
@@ -54,6 +64,9 @@ func ReadTokensFile(path string) ([]Principal, error) {
 			return nil, fmt.Errorf("tokens file %s line %d: want name:token", path, n)
 		case goruntime.CheckOwner(name) != nil:
 			return nil, fmt.Errorf("tokens file %s line %d: principal name %q: want 1 to %d bytes without spaces or control characters", path, n, name, goruntime.MaxOwnerLen)
+		case name == DefaultPrincipal || name == StdioPrincipal || name == AnonymousPrincipal:
+			return nil, fmt.Errorf("tokens file %s line %d: principal name %q is reserved (%s: the single --auth-token-file token, %s: stdio, %s: HTTP without auth)",
+				path, n, name, DefaultPrincipal, StdioPrincipal, AnonymousPrincipal)
 		case len(tok) < minTokenFileToken:
 			return nil, fmt.Errorf("tokens file %s line %d: the token of %s is shorter than %d bytes", path, n, name, minTokenFileToken)
 		case names[name] != 0:

@@ -31,6 +31,9 @@ func TestReadTokensFile(t *testing.T) {
 		{"al ice:alice-token-0123456789\n", "line 1: principal name"},
 		{":alice-token-0123456789\n", "line 1: principal name"},
 		{"alice:alice-token-0123456789\nalice:other-token-0123456789\n", "line 2: principal alice already named on line 1"},
+		{"stdio:stdio-token-0123456789\n", `line 1: principal name "stdio" is reserved`},
+		{"anonymous:anon-token-0123456789\n", `line 1: principal name "anonymous" is reserved`},
+		{"default:default-token-0123456\n", `line 1: principal name "default" is reserved`},
 		{"alice:same-token-0123456789\nbob:same-token-0123456789\n", "line 2: the token of bob is also line 1's"},
 	} {
 		if err := writeFile(f, tc.body); err != nil {

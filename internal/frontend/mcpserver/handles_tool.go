@@ -13,21 +13,18 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // The sandbox handle tools: create_sandbox, delete_sandbox and
 // list_sandboxes, over the backend's goruntime.HandleBackend. A handle
 // belongs to the caller's principal (principal): the name of the bearer
-// token the request carried over HTTP, principalStdio over stdio and
-// principalAnonymous over HTTP without auth.
+// token the request carried over HTTP, mcphttp.StdioPrincipal over stdio
+// and mcphttp.AnonymousPrincipal over HTTP without auth (every such
+// caller shares its handles).
 
 const (
-	// principalStdio is the one principal of a stdio server.
-	principalStdio = "stdio"
-	// principalAnonymous is every caller's principal over HTTP without a
-	// token (loopback use): they share their handles.
-	principalAnonymous = "anonymous"
 	// defaultHandleTTL is a handle's idle TTL when create_sandbox gives
 	// none (capped by Config.MaxTTL).
 	defaultHandleTTL = 30 * time.Minute
@@ -43,9 +40,9 @@ func (s *Server) principal(req *mcp.CallToolRequest) string {
 		return req.Extra.TokenInfo.UserID
 	}
 	if req.Extra == nil || req.Extra.Header == nil {
-		return principalStdio // no HTTP request: stdio (or an in-memory transport)
+		return mcphttp.StdioPrincipal // no HTTP request: stdio (or an in-memory transport)
 	}
-	return principalAnonymous
+	return mcphttp.AnonymousPrincipal
 }
 
 // handles returns the backend's handles, or an error saying it has none.
