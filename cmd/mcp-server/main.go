@@ -4,7 +4,10 @@
 // list_files and reset_sandbox. docs/mcp.md shows how to configure clients.
 //
 // Over stdio (the default) one sandbox serves the whole process; with
-// --http=ADDR each MCP session over Streamable HTTP gets its own.
+// --http=ADDR each MCP session over Streamable HTTP gets its own. A
+// sandbox made with create_sandbox outlives both, named by its
+// sandbox_id; --http --stateless serves without sessions (MCP
+// 2026-07-28).
 // Logs go to stderr; over stdio, stdout carries protocol frames only.
 package main
 
@@ -59,11 +62,12 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; empty: off")
-		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth)")
+		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth); its principal is named \""+mcphttp.DefaultPrincipal+"\"")
+		tokensFile  = fs.String("auth-tokens-file", "", "http: named principals, a file of name:token lines (# comments; tokens of 16 bytes or more): a request's principal is the name of its token, and the sandboxes it creates (create_sandbox) are that principal's alone; with --auth-token-file, both are accepted")
 	)
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http).\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http), each in this session's own sandbox or, given sandbox_id, in a sandbox of the caller's made by create_sandbox (listed by list_sandboxes, ended by delete_sandbox or after its idle TTL). --http --stateless serves without sessions (MCP 2026-07-28), so replicas can share the load.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +100,14 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 			return 2
 		}
 		cfg.HTTP.Token = tok
+		if *tokensFile != "" {
+			ps, err := mcphttp.ReadTokensFile(*tokensFile)
+			if err != nil {
+				fmt.Fprintf(stderr, "mcp-server: --auth-tokens-file: %v\n", err)
+				return 2
+			}
+			cfg.HTTP.Principals = ps
+		}
 	}
 	if err := checkFlags(cfg, *httpAddr); err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
@@ -149,8 +161,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		fmt.Fprintf(stderr, "mcp-server: --http=%s: %v\n", *httpAddr, err)
 		return 1
 	}
-	if cfg.HTTP.Token == "" && !isLoopback(ln.Addr()) {
-		log.Warn("serving beyond loopback without a bearer token: anyone who reaches this address can run code in a sandbox (set --auth-token-file)", "addr", ln.Addr().String())
+	if cfg.HTTP.Token == "" && len(cfg.HTTP.Principals) == 0 && !isLoopback(ln.Addr()) {
+		log.Warn("serving beyond loopback without a bearer token: anyone who reaches this address can run code in a sandbox, and every caller shares one principal's sandboxes (set --auth-token-file or --auth-tokens-file)", "addr", ln.Addr().String())
 	}
 	if err := srv.ServeHTTP(ctx, ln); err != nil {
 		log.Error("http server", "err", err)
@@ -167,7 +179,9 @@ func checkFlags(cfg mcpserver.Config, httpAddr string) error {
 	case httpAddr != "" && cfg.Claim != "":
 		return fmt.Errorf("--claim works over stdio only: with --http each MCP session gets its own sandbox")
 	case httpAddr != "" && cfg.Persistent:
-		return fmt.Errorf("--persistent works over stdio only: HTTP sandboxes end with their MCP session")
+		return fmt.Errorf("--persistent works over stdio only: HTTP sandboxes end with their MCP session (create_sandbox makes one that outlives it)")
+	case httpAddr == "" && cfg.Stateless:
+		return fmt.Errorf("--stateless works over HTTP only (--http): over stdio one client holds one session")
 	}
 	return cfg.Validate()
 }

@@ -262,6 +262,10 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{[]string{"--log-level=loud"}, "--log-level"},
 		{[]string{"stray"}, "unexpected arguments"},
 		{[]string{"--memory-mb=0"}, "--memory-mb=0: must be positive"},
+		{[]string{"--stateless"}, "--stateless works over HTTP only"},
+		{[]string{"--max-ttl=0s"}, "--max-ttl=0s: must be at least 1s"},
+		{[]string{"--max-sandboxes-per-principal=-1"}, "--max-sandboxes-per-principal=-1: must not be negative"},
+		{[]string{"--http=127.0.0.1:0", "--auth-tokens-file=/nonexistent/tokens"}, "--auth-tokens-file: read tokens file"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(serverBin, c.args...)

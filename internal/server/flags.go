@@ -50,6 +50,9 @@ type Flags struct {
 	// LifelineFD is --lifeline-fd, SANDBOX_LIFELINE_FD: the descriptor of
 	// the lifeline pipe (Config.Lifeline); -1: none.
 	LifelineFD int64
+	// IdleExitSeconds is --idle-exit, SANDBOX_IDLE_EXIT_SECONDS: stop once
+	// idle this long (Config.IdleExit); 0: never.
+	IdleExitSeconds int64
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -171,6 +174,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 	boolEnv(&f.Init, "init", "SANDBOX_INIT")
 	fs.BoolVar(&f.Init, "init", f.Init, "run as the init (PID 1) of a sandbox's pid namespace whose commands share the server's uid: hold and drop every signal a command could send (SIGTERM and SIGINT no longer shut the server down; only SIGKILL from outside the namespace ends it) and make the process not dumpable (no ptrace, /proc/1/mem or /proc/1/environ for commands)"+envNote("SANDBOX_INIT"))
+	integer(&f.IdleExitSeconds, "idle-exit", "SANDBOX_IDLE_EXIT_SECONDS", "seconds", "stop once no request or command has been in flight for this many seconds (as the sandbox's init, ending the sandbox): a sandbox left behind by its owner ends on its own; GET /metrics does not count as use; 0: never")
 	integer(&f.LifelineFD, "lifeline-fd", "SANDBOX_LIFELINE_FD", "descriptors", "read end of a pipe held open by the sandbox's owner: when it reaches EOF the server exits at once (as PID 1, ending every process of the sandbox); the line \"detach\" stops the watch; -1: none")
 }
 
@@ -244,6 +248,9 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	if f.LifelineFD < -1 || f.LifelineFD > math.MaxInt32 {
 		return Config{}, Listeners{}, fmt.Errorf("lifeline-fd=%d (from %s): want a descriptor number, or -1 for none", f.LifelineFD, from("lifeline-fd"))
 	}
+	if f.IdleExitSeconds < 0 || f.IdleExitSeconds > math.MaxInt32 {
+		return Config{}, Listeners{}, fmt.Errorf("idle-exit=%d (from %s): want a number of seconds, or 0 for never", f.IdleExitSeconds, from("idle-exit"))
+	}
 	var lifeline *os.File
 	if f.LifelineFD >= 0 {
 		var err error
@@ -264,6 +271,7 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		Log:             log,
 		LogLevel:        f.level().String(),
 		ProcessAPIBin:   f.ProcessAPIBin,
+		IdleExit:        time.Duration(f.IdleExitSeconds) * time.Second,
 	}
 	if cfg.FallbackHome == "" {
 		tmp := getenv("TMPDIR")

@@ -112,6 +112,12 @@ func Serve(ctx context.Context, cfg Config, ls Listeners) int {
 		return 1
 	}
 	defer stop()
+	if cfg.IdleExit > 0 {
+		var stopIdle context.CancelCauseFunc
+		ctx, stopIdle = context.WithCancelCause(ctx)
+		defer stopIdle(nil)
+		go watchIdle(ctx, srv.act, cfg.IdleExit, log, func() { stopIdle(errIdleExit) })
+	}
 	reapCtx, stopReap := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReap()
 	go srv.Run(reapCtx)

@@ -30,6 +30,8 @@ var durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 // docs/sandbox-server.md lists them with a sample.
 type metrics struct {
 	commands, duration, inFlight, bytes *metricfamily.Family
+	// act, when set, counts each command as activity (idle.go).
+	act *activity
 }
 
 func newMetrics() *metrics {
@@ -57,9 +59,16 @@ func (m *metrics) handler() http.Handler {
 // started counts a command in flight and returns the func that records its end.
 func (m *metrics) started(api string) func(outcome string) {
 	start := time.Now()
+	var left func()
+	if m.act != nil {
+		left = m.act.enter()
+	}
 	inFlight := m.inFlight.Set.GetOrCreateGauge(m.inFlight.Sample("api", api), nil)
 	inFlight.Inc()
 	return func(outcome string) {
+		if left != nil {
+			left()
+		}
 		inFlight.Dec()
 		m.duration.Set.GetOrCreatePrometheusHistogramExt(m.duration.Sample("api", api), durationBuckets).UpdateDuration(start)
 		m.commands.Set.GetOrCreateCounter(m.commands.Sample("api", api, "outcome", outcome)).Inc()

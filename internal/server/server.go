@@ -67,6 +67,10 @@ type Config struct {
 	// ProcessAPI, when set, serves the sandboxd API in this process
 	// instead of the companion (a program that links gRPC anyway).
 	ProcessAPI ProcessAPIFunc
+	// IdleExit, when positive, makes Serve stop once no request or
+	// command has been in flight for this long (--idle-exit; idle.go).
+	// As a sandbox's init, the server's exit ends the sandbox.
+	IdleExit time.Duration
 }
 
 // Server serves the runtime contract over HTTP. Create it with New.
@@ -78,6 +82,7 @@ type Server struct {
 	reap  *reaper
 	log   *slog.Logger
 	mets  *metrics
+	act   *activity // idle.go
 }
 
 // New checks cfg, creates the base directory and the command environment's
@@ -115,7 +120,9 @@ func New(cfg Config) (*Server, error) {
 	for k, v := range chosen {
 		cfg.Log.Info("command environment default", "var", k, "value", v)
 	}
-	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics()}
+	act := newActivity(time.Now())
+	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act}
+	s.mets.act = act
 	if cfg.Reap {
 		s.reap = newReaper(cfg.Log)
 		if err := s.reap.enable(); err != nil {
@@ -142,6 +149,9 @@ func (s *Server) Close() error { return s.root.Close() }
 // so an encoded "/" or ".." reaches path resolution (and its 403) instead
 // of being cleaned away by a mux redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/metrics" { // a scrape is not a use (idle.go)
+		defer s.act.enter()()
+	}
 	start := time.Now()
 	lw := &loggingWriter{ResponseWriter: w, status: http.StatusOK}
 	s.route(lw, r)

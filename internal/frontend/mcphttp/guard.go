@@ -10,7 +10,6 @@ package mcphttp
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,8 +34,13 @@ type Config struct {
 	// 403; one without an Origin header (not from a browser) passes.
 	AllowedOrigins []string
 	// Token, when not empty, must be sent as "Authorization: Bearer
-	// <Token>"; a missing or wrong token gets 401.
+	// <Token>"; a missing or wrong token gets 401. It stands for the
+	// principal DefaultPrincipal.
 	Token string
+	// Principals are named tokens (ReadTokensFile), accepted beside
+	// Token: a request's principal is the name of the token it sent,
+	// handed to the MCP handler as auth.TokenInfo.UserID.
+	Principals []Principal
 	// MaxConns caps the connections the server holds at once (Listen);
 	// 0 means DefaultMaxConns.
 	MaxConns int
@@ -99,13 +103,13 @@ func Handler(h http.Handler, cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	next := h
-	if cfg.Token != "" {
-		token := []byte(cfg.Token)
+	if ps := cfg.principals(); len(ps) > 0 {
 		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
-			if subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+			name := match(ps, got)
+			if name == "" {
 				return nil, auth.ErrInvalidToken
 			}
-			return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
+			return &auth.TokenInfo{UserID: name, Expiration: time.Now().Add(time.Hour)}, nil
 		}
 		next = auth.RequireBearerToken(verify, nil)(next)
 	}

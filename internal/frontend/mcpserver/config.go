@@ -60,6 +60,28 @@ type Config struct {
 	// once (Defaults: 16). 0 means no limit.
 	MaxSandboxes int
 
+	// Stateless serves Streamable HTTP without MCP sessions (go-sdk's
+	// StreamableHTTPOptions.Stateless): MCP 2026-07-28 clients natively,
+	// older ones too. No session holds a sandbox: a call names a handle
+	// with sandbox_id, and run_go_code or check_go_code without one makes
+	// a new handle and names it in the result. Needs a backend with
+	// handles (goruntime.HandleBackend: local, agent-sandbox). HTTP only.
+	Stateless bool
+	// MaxTTL caps a sandbox handle's idle TTL (create_sandbox's
+	// ttl_seconds); handles get min(30 min, MaxTTL) by default
+	// (Defaults: 24 h).
+	MaxTTL time.Duration
+	// MaxSandboxesPerPrincipal bounds the handles one principal holds at
+	// once (Defaults: 8). 0 means no limit. Checked against the
+	// backend's list at create: replicas creating at the same instant may
+	// pass it by one each.
+	MaxSandboxesPerPrincipal int
+	// EventStoreBytes bounds the memory that keeps HTTP streams' events
+	// for clients that reconnect with Last-Event-ID (go-sdk's
+	// MemoryEventStore; Defaults: 16 MiB). Resumption needs the same
+	// process: a stateless server behind replicas does not resume.
+	EventStoreBytes int
+
 	// ProgressInterval is how often run_go_code sends a progress
 	// notification while a command runs, when the client asked for
 	// progress; default 1 s.
@@ -87,19 +109,25 @@ const (
 	defaultMaxSandboxes     = 16
 	defaultProgressInterval = time.Second
 	defaultMaxRequestBytes  = 4 << 20
+	defaultMaxTTL           = 24 * time.Hour
+	defaultMaxPerPrincipal  = 8
+	defaultEventStoreBytes  = 16 << 20
 )
 
 // Defaults returns a Config with every default set (and no Backend).
 func Defaults() Config {
 	return Config{
-		OpenTimeout:      defaultOpenTimeout,
-		DefaultTimeout:   defaultCommandTimeout,
-		MaxTimeout:       defaultMaxTimeout,
-		IdleTTL:          defaultIdleTTL,
-		MaxSandboxes:     defaultMaxSandboxes,
-		ProgressInterval: defaultProgressInterval,
-		MaxRequestBytes:  defaultMaxRequestBytes,
-		HTTP:             mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
+		OpenTimeout:              defaultOpenTimeout,
+		DefaultTimeout:           defaultCommandTimeout,
+		MaxTimeout:               defaultMaxTimeout,
+		IdleTTL:                  defaultIdleTTL,
+		MaxSandboxes:             defaultMaxSandboxes,
+		ProgressInterval:         defaultProgressInterval,
+		MaxRequestBytes:          defaultMaxRequestBytes,
+		MaxTTL:                   defaultMaxTTL,
+		EventStoreBytes:          defaultEventStoreBytes,
+		MaxSandboxesPerPrincipal: defaultMaxPerPrincipal,
+		HTTP:                     mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
 	}
 }
 
@@ -119,6 +147,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "the largest timeout_seconds a call may ask for")
 	fs.DurationVar(&c.IdleTTL, "idle-ttl", c.IdleTTL, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", c.MaxSandboxes, "http: most sandboxes open at once across sessions (0: no limit)")
+	fs.BoolVar(&c.Stateless, "stateless", c.Stateless, "http: serve without MCP sessions (MCP 2026-07-28 natively, older clients too), so any replica can serve any call: no session keeps a sandbox; calls name one with sandbox_id (create_sandbox), and run_go_code or check_go_code without it make a new one and return its sandbox_id")
+	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "the longest idle TTL create_sandbox's ttl_seconds may ask for; a sandbox ends once unused this long (default TTL: 30m or this, the shorter)")
+	fs.IntVar(&c.MaxSandboxesPerPrincipal, "max-sandboxes-per-principal", c.MaxSandboxesPerPrincipal, "most sandboxes (create_sandbox) one principal (an auth token's name) holds at once (0: no limit)")
 	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {
 		c.HTTP.AllowedOrigins = append(c.HTTP.AllowedOrigins, strings.TrimSuffix(v, "/"))
 		return nil
@@ -155,6 +186,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-sandboxes=%d: must not be negative (0 means no limit)", c.MaxSandboxes)
 	case c.ProgressInterval < 0:
 		return fmt.Errorf("progress interval %s: must be positive", c.ProgressInterval)
+	case c.MaxTTL < goruntime.MinHandleTTL:
+		return fmt.Errorf("--max-ttl=%s: must be at least %s", c.MaxTTL, goruntime.MinHandleTTL)
+	case c.MaxSandboxesPerPrincipal < 0:
+		return fmt.Errorf("--max-sandboxes-per-principal=%d: must not be negative (0 means no limit)", c.MaxSandboxesPerPrincipal)
+	case c.EventStoreBytes < 0:
+		return fmt.Errorf("event store bytes %d: must not be negative", c.EventStoreBytes)
 	case c.MaxRequestBytes < 0:
 		return fmt.Errorf("--max-request-mb=%d: must be positive", c.MaxRequestBytes>>20)
 	}
@@ -180,11 +217,14 @@ func (c Config) withDefaults() (Config, error) {
 	d := Defaults()
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&c.OpenTimeout, &d.OpenTimeout}, {&c.DefaultTimeout, &d.DefaultTimeout},
-		{&c.MaxTimeout, &d.MaxTimeout}, {&c.ProgressInterval, &d.ProgressInterval},
+		{&c.MaxTimeout, &d.MaxTimeout}, {&c.ProgressInterval, &d.ProgressInterval}, {&c.MaxTTL, &d.MaxTTL},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
 		}
+	}
+	if c.EventStoreBytes == 0 {
+		c.EventStoreBytes = d.EventStoreBytes
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = d.MaxRequestBytes

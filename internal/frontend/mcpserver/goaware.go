@@ -39,8 +39,9 @@ type TestResult struct {
 
 // CheckInput is check_go_code's input.
 type CheckInput struct {
-	Files    map[string]string `json:"files,omitempty" jsonschema:"files to write under /app first: relative path to full content; existing files are overwritten"`
-	Packages []string          `json:"packages,omitempty" jsonschema:"package patterns to check, e.g. ./... (the default) or ./internal/store"`
+	Files     map[string]string `json:"files,omitempty" jsonschema:"files to write under /app first: relative path to full content; existing files are overwritten"`
+	Packages  []string          `json:"packages,omitempty" jsonschema:"package patterns to check, e.g. ./... (the default) or ./internal/store"`
+	SandboxID string            `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 
 // CheckOutput is check_go_code's structured result.
@@ -194,12 +195,8 @@ func (s *Server) checkGoCode(ctx context.Context, req *mcp.CallToolRequest, in C
 			return nil, CheckOutput{}, fmt.Errorf("packages: %q is not a package pattern such as ./... or ./internal/store", p)
 		}
 	}
-	var (
-		res  *goruntime.CheckResult
-		sbID string
-	)
-	err := s.call(ctx, req, true, nil, func(sess *goruntime.Session, _ time.Duration) error {
-		sbID = sess.ID()
+	var res *goruntime.CheckResult
+	u, err := s.call(ctx, req, in.SandboxID, needWork, nil, func(sess *goruntime.Session, _ time.Duration) error {
 		if s.cfg.Ephemeral {
 			if err := sess.Reset(ctx); err != nil {
 				return fmt.Errorf("empty /app before the call (--ephemeral): %w", err)
@@ -215,8 +212,9 @@ func (s *Server) checkGoCode(ctx context.Context, req *mcp.CallToolRequest, in C
 	}
 	ds, left := mcpDiagnostics(res.Diagnostics)
 	diff, _ := goruntime.HeadTail(res.GofmtDiff, maxMCPGofmtDiff, maxMCPGofmtDiff)
-	out := CheckOutput{Diagnostics: ds, DiagnosticsLeft: left, GofmtDiff: diff, OK: res.OK(), DurationMS: res.Duration.Milliseconds(), SandboxID: sbID}
+	out := CheckOutput{Diagnostics: ds, DiagnosticsLeft: left, GofmtDiff: diff, OK: res.OK(), DurationMS: res.Duration.Milliseconds(), SandboxID: u.ID}
 	var b strings.Builder
+	b.WriteString(createdNote(u))
 	if out.OK {
 		fmt.Fprintf(&b, "ok: gofmt, go build and go vet found nothing (%d ms)\n", out.DurationMS)
 	} else {

@@ -20,7 +20,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Lis
 		return nil, ListOutput{}, err
 	}
 	out := ListOutput{Path: root, Entries: []ListEntry{}}
-	err = s.call(ctx, req, true, nil, func(sess *goruntime.Session, _ time.Duration) error {
+	u, err := s.call(ctx, req, in.SandboxID, needSandbox, nil, func(sess *goruntime.Session, _ time.Duration) error {
 		queue := []string{root}
 		for len(queue) > 0 && !out.Truncated {
 			dir := queue[0]
@@ -56,6 +56,7 @@ func (s *Server) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Lis
 	case err != nil:
 		return nil, ListOutput{}, sessions.Describe(err) // the library names the operation and the path
 	}
+	out.SandboxID = u.ID
 	if in.Recursive {
 		slices.SortFunc(out.Entries, func(a, b ListEntry) int { return strings.Compare(a.Path, b.Path) })
 	}

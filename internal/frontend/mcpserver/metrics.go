@@ -95,7 +95,8 @@ func (s *Server) MetricsHandler() http.Handler {
 // knownTool reports whether name is one of the tools this server has.
 func knownTool(name string) bool {
 	switch name {
-	case "run_go_code", "read_file", "list_files", "reset_sandbox":
+	case "run_go_code", "check_go_code", "read_file", "list_files", "reset_sandbox",
+		"create_sandbox", "delete_sandbox", "list_sandboxes":
 		return true
 	}
 	return false

@@ -59,3 +59,19 @@ func TestMetricsCountToolCalls(t *testing.T) {
 		t.Errorf("opens = %v, want 1", v)
 	}
 }
+
+// Every tool the server lists has a label of its own in the metrics (not
+// "unknown").
+func TestEveryToolIsKnownToMetrics(t *testing.T) {
+	s, _ := newTestServer(t, Config{})
+	cs := connectMemory(t, s, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if !knownTool(tl.Name) {
+			t.Errorf("tool %s is counted as \"unknown\" in mcp_tool_calls_total", tl.Name)
+		}
+	}
+}

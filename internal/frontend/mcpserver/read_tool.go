@@ -37,7 +37,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 		data []byte
 		size int64
 	)
-	err = s.call(ctx, req, true, nil, func(sess *goruntime.Session, _ time.Duration) error {
+	u, err := s.call(ctx, req, in.SandboxID, needSandbox, nil, func(sess *goruntime.Session, _ time.Duration) error {
 		var err error
 		data, size, err = readRange(ctx, sess, p, in.Offset, limit)
 		return err
@@ -45,7 +45,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 	if err != nil {
 		return nil, ReadOutput{}, sessions.Describe(err)
 	}
-	out := ReadOutput{Path: p, Size: size, Offset: in.Offset}
+	out := ReadOutput{Path: p, Size: size, Offset: in.Offset, SandboxID: u.ID}
 	// A range may start or end inside a UTF-8 sequence: drop the pieces.
 	for i := 0; i < utf8.UTFMax-1 && in.Offset > 0 && len(data) > 0 && !utf8.RuneStart(data[0]); i++ {
 		data = data[1:]

@@ -10,9 +10,9 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
-func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, ResetOutput, error) {
+func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, in ResetInput) (*mcp.CallToolResult, ResetOutput, error) {
 	var out ResetOutput
-	err := s.call(ctx, req, false, nil, func(sess *goruntime.Session, _ time.Duration) error {
+	u, err := s.call(ctx, req, in.SandboxID, needExisting, nil, func(sess *goruntime.Session, _ time.Duration) error {
 		if sess == nil {
 			return nil
 		}
@@ -22,6 +22,7 @@ func (s *Server) resetSandbox(ctx context.Context, req *mcp.CallToolRequest, _ s
 	if err != nil {
 		return nil, ResetOutput{}, sessions.Describe(err)
 	}
+	out.SandboxID = u.ID
 	text := "/app is empty now; the Go build and module caches were kept"
 	if !out.Reset {
 		text = "no sandbox started yet: nothing to reset"

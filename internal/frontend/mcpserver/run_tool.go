@@ -44,11 +44,10 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 
 	var (
 		res    *goruntime.Result
-		sbID   string
 		reaped time.Duration
 	)
-	err := s.call(ctx, req, true, prog.Say, func(sess *goruntime.Session, r time.Duration) error {
-		reaped, sbID = r, sess.ID()
+	u, err := s.call(ctx, req, in.SandboxID, needWork, prog.Say, func(sess *goruntime.Session, r time.Duration) error {
+		reaped = r
 		if s.cfg.Ephemeral {
 			if err := sess.Reset(ctx); err != nil {
 				return fmt.Errorf("empty /app before the call (--ephemeral): %w", err)
@@ -81,12 +80,12 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		StderrTruncated:   res.StderrTruncated,
 		StdoutElidedBytes: res.StdoutElided,
 		StderrElidedBytes: res.StderrElided,
-		SandboxID:         sbID,
+		SandboxID:         u.ID,
 		NewSandbox:        reaped > 0,
 	}
 	out.Diagnostics, out.DiagnosticsLeft = mcpDiagnostics(res.Diagnostics)
 	out.Tests, out.TestsLeft = mcpTests(res.Tests)
-	text := formatRun(out, timeout, reaped)
+	text := createdNote(u) + formatRun(out, timeout, reaped)
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		// Any outcome but ok is a failed run, also one that exited 0 after

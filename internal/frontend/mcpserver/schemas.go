@@ -6,7 +6,7 @@ import (
 
 // instructions are sent to clients at initialization; many show them to
 // the model.
-const instructions = `This server runs Go code in an isolated Linux sandbox. Write files and run a command with run_go_code; files, built binaries and the Go build cache persist under /app across calls in this session, so iterate: write, run, read the errors, fix, rerun. read_file and list_files inspect /app; reset_sandbox empties it.`
+const instructions = `This server runs Go code in an isolated Linux sandbox. Write files and run a command with run_go_code; files, built binaries and the Go build cache persist under /app across calls in this session, so iterate: write, run, read the errors, fix, rerun. read_file and list_files inspect /app; reset_sandbox empties it. For a workspace that outlives this connection, create_sandbox returns a sandbox_id: pass it to every tool to work there (list_sandboxes, delete_sandbox manage yours; each ends after its idle TTL).`
 
 const runDescription = `Build, run or test Go code in an isolated Linux sandbox and get back the exit code, stdout, stderr and timing.
 
@@ -28,6 +28,7 @@ type RunInput struct {
 	Command        string            `json:"command" jsonschema:"shell command run with /bin/sh -c in /app, e.g. go run . or go test ./..."`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds; default 60"`
 	GoVersion      string            `json:"go_version,omitempty" jsonschema:"Go release the command's go runs, e.g. 1.25.9; default the sandbox's own. An unavailable version is an error listing the available ones"`
+	SandboxID      string            `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 
 // RunOutput is run_go_code's structured result.
@@ -61,9 +62,10 @@ var outcomes = []any{
 
 // ReadInput is read_file's input.
 type ReadInput struct {
-	Path     string `json:"path" jsonschema:"file path relative to /app, e.g. main.go or out/log.txt"`
-	Offset   int64  `json:"offset,omitempty" jsonschema:"first byte to return, counted from 0; default 0"`
-	MaxBytes int    `json:"max_bytes,omitempty" jsonschema:"bytes to return from offset; default and at most 262144 (256 KiB)"`
+	Path      string `json:"path" jsonschema:"file path relative to /app, e.g. main.go or out/log.txt"`
+	Offset    int64  `json:"offset,omitempty" jsonschema:"first byte to return, counted from 0; default 0"`
+	MaxBytes  int    `json:"max_bytes,omitempty" jsonschema:"bytes to return from offset; default and at most 262144 (256 KiB)"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 
 // ReadOutput is read_file's structured result: bytes [offset, offset+length)
@@ -76,12 +78,14 @@ type ReadOutput struct {
 	Length    int    `json:"length" jsonschema:"bytes returned (content's length in bytes; 0 for a binary file)"`
 	Truncated bool   `json:"truncated" jsonschema:"the file goes on after the range returned: call again with offset = offset + length"`
 	Binary    bool   `json:"binary" jsonschema:"the range holds NUL bytes or is not UTF-8 text; content is empty"`
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox the call used (empty: none)"`
 }
 
 // ListInput is list_files's input.
 type ListInput struct {
 	Path      string `json:"path,omitempty" jsonschema:"directory relative to /app; default . (/app itself)"`
 	Recursive bool   `json:"recursive,omitempty" jsonschema:"also list subdirectories' contents"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 
 // ListEntry is one entry of list_files's result.
@@ -96,11 +100,18 @@ type ListOutput struct {
 	Path      string      `json:"path"`
 	Entries   []ListEntry `json:"entries"`
 	Truncated bool        `json:"truncated" jsonschema:"more entries exist than were listed"`
+	SandboxID string      `json:"sandbox_id" jsonschema:"the sandbox the call used (empty: none)"`
 }
 
 // ResetOutput is reset_sandbox's structured result.
 type ResetOutput struct {
-	Reset bool `json:"reset" jsonschema:"false when no sandbox had been started yet (nothing to reset)"`
+	Reset     bool   `json:"reset" jsonschema:"false when no sandbox had been started yet (nothing to reset)"`
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox the call used (empty: none)"`
+}
+
+// ResetInput is reset_sandbox's input.
+type ResetInput struct {
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -30,14 +30,16 @@ type Server struct {
 	calls   *inflight
 }
 
-// protocolVersions are the MCP versions the server speaks: the ones with
-// sessions (2025-11-25 and earlier). A sandbox belongs to an MCP session,
-// and the session-less 2026-07-28 protocol has none to tie it to; clients
-// that try it first fall back to these through initialize.
-func protocolVersions() []string {
+// protocolVersions are the MCP versions the server speaks. A stateful
+// server speaks the ones with sessions (2025-11-25 and earlier): a call
+// without sandbox_id uses its MCP session's sandbox, and the
+// session-less 2026-07-28 protocol has none to tie it to; clients that
+// try it first fall back through initialize. A stateless server speaks
+// them all (Config.Stateless).
+func protocolVersions(stateless bool) []string {
 	var vs []string
 	for _, v := range mcp.SupportedProtocolVersions() {
-		if v < "2026-07-28" {
+		if stateless || v < "2026-07-28" {
 			vs = append(vs, v)
 		}
 	}
@@ -69,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 	}, &mcp.ServerOptions{
 		Instructions:              instructions,
 		Logger:                    sdkLogger(cfg.Logger),
-		SupportedProtocolVersions: protocolVersions(),
+		SupportedProtocolVersions: protocolVersions(cfg.Stateless),
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
 	s.calls = newInflight()
@@ -191,8 +193,19 @@ func (s *Server) Handler() (http.Handler, error) {
 		return nil, errors.New("--claim attaches one sandbox to the whole process and works over stdio only; over HTTP each MCP session gets its own sandbox")
 	}
 	if s.cfg.Persistent {
-		return nil, errors.New("--persistent keeps the one stdio sandbox for a later --claim and works over stdio only; HTTP sandboxes end with their MCP session")
+		return nil, errors.New("--persistent keeps the one stdio sandbox for a later --claim and works over stdio only; HTTP sandboxes end with their MCP session (or use create_sandbox)")
 	}
+	if s.cfg.Stateless {
+		if _, err := s.handles(); err != nil {
+			return nil, fmt.Errorf("--stateless: %w", err)
+		}
+	}
+	// Streams' events are kept (bounded) so a client that lost its
+	// connection during a long call reconnects with Last-Event-ID and
+	// gets the result; the go-sdk then opens each stream with a priming
+	// event. MCP 2026-07-28 has no resumption.
+	events := mcp.NewMemoryEventStore(nil)
+	events.SetMaxBytes(s.cfg.EventStoreBytes)
 	var timeout time.Duration
 	if s.cfg.IdleTTL > 0 {
 		timeout = s.cfg.IdleTTL
@@ -200,7 +213,8 @@ func (s *Server) Handler() (http.Handler, error) {
 	// Any client can make the SDK log (a malformed initialize logs an
 	// error): its records go through a bounded rate.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
+		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes,
+			Stateless: s.cfg.Stateless, EventStore: events})
 	return mcphttp.Handler(h, s.httpConfig())
 }
 

@@ -69,7 +69,6 @@ func (s *Server) addTools() {
 		Name:        "reset_sandbox",
 		Title:       "Reset the sandbox",
 		Description: "Delete everything under /app to start over. The Go build and module caches stay, so the next build is still fast.",
-		InputSchema: &jsonschema.Schema{Type: "object"},
 		Annotations: &mcp.ToolAnnotations{
 			Title:           "Reset the sandbox",
 			DestructiveHint: ptr(true),
@@ -79,6 +78,7 @@ func (s *Server) addTools() {
 	}, s.resetSandbox)
 
 	s.addGoAwareTools()
+	s.addHandleTools()
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%gs", d.Seconds()) }

@@ -135,7 +135,7 @@ func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 	if err != nil {
 		return nil, b.explainOpen(err, rec.get())
 	}
-	return b.hold(sb), nil
+	return b.hold(sb, b.opts.ClaimTTL, false), nil
 }
 
 // Attach reattaches to the claim named id (from Sandbox.ID) in
@@ -162,7 +162,7 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 	if b.opts.ClaimTTL > 0 {
 		// Push the shutdown time out before anything else, so a claim
 		// close to expiry is not deleted while we attach.
-		if err := b.renewClaim(ctx, id); err != nil {
+		if err := b.renewClaim(ctx, id, b.opts.ClaimTTL); err != nil {
 			return nil, fmt.Errorf("attach to claim %s: %w", id, err)
 		}
 	}
@@ -177,11 +177,13 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 		}
 		return nil, b.explainTransport(fmt.Errorf("attach to claim %s: %w", id, err))
 	}
-	return b.hold(sb), nil
+	return b.hold(sb, b.opts.ClaimTTL, false), nil
 }
 
 // CloseAll closes (deletes the claims of) every sandbox opened or attached
-// through this backend and not yet closed or disconnected. Use it on
+// through this backend and not yet closed or disconnected, but a durable
+// handle's (CreateHandle, AttachHandle), which it releases: the handle
+// outlives this process until deleted or idle for its TTL. Use it on
 // shutdown, with a context that is not already cancelled.
 func (b *Backend) CloseAll(ctx context.Context) error {
 	b.mu.Lock()
@@ -192,6 +194,12 @@ func (b *Backend) CloseAll(ctx context.Context) error {
 	b.mu.Unlock()
 	var errs []error
 	for _, s := range all {
+		if s.handleTTL > 0 {
+			if err := (&handleSandbox{Sandbox: s, ttl: s.handleTTL}).Disconnect(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if err := s.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -199,13 +207,22 @@ func (b *Backend) CloseAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (b *Backend) hold(sb *sandbox.Sandbox) *Sandbox {
+// hold registers an open sandbox, its claim renewed to now+ttl while it
+// is (no renewal when ttl is 0); handle says it is a durable handle's.
+func (b *Backend) hold(sb *sandbox.Sandbox, ttl time.Duration, handle bool) *Sandbox {
 	s := &Sandbox{b: b, sb: sb, id: sb.ClaimName()}
+	if handle {
+		s.handleTTL = ttl
+	}
 	if b.opts.Connectivity != ConnectivityRouter {
 		s.proc = &procAPI{s: s}
 	}
-	if b.opts.ClaimTTL > 0 {
-		s.stopRenew = b.keepAlive(s.id)
+	if ttl > 0 {
+		every := b.renewEvery
+		if ttl != b.opts.ClaimTTL {
+			every = max(ttl/3, 100*time.Millisecond) // a handle's own TTL
+		}
+		s.stopRenew = b.keepAlive(s.id, ttl, every)
 	}
 	b.mu.Lock()
 	b.held[s.id] = s

@@ -35,22 +35,36 @@ type labeledClaims struct {
 }
 
 // Create adds the labels (the SDK's own keys win) and, with a TTL, the
-// claim's shutdown time, and records the name.
+// claim's shutdown time, and records the name. A handle's create
+// (claimExtra in ctx) adds its labels and annotations and its own TTL.
 func (l labeledClaims) Create(ctx context.Context, claim *extv1beta1.SandboxClaim, opts metav1.CreateOptions) (*extv1beta1.SandboxClaim, error) {
 	claim = claim.DeepCopy()
-	if l.ttl > 0 {
+	ttl := l.ttl
+	extra, _ := ctx.Value(claimExtraKey{}).(claimExtra)
+	if extra.ttl > 0 {
+		ttl = extra.ttl
+	}
+	if ttl > 0 {
 		claim.Spec.Lifecycle = &extv1beta1.Lifecycle{
-			ShutdownTime:   &metav1.Time{Time: time.Now().Add(l.ttl).Truncate(time.Second)},
+			ShutdownTime:   &metav1.Time{Time: shutdownAfter(ttl)},
 			ShutdownPolicy: extv1beta1.ShutdownPolicyDelete,
 		}
 	}
 	if claim.Labels == nil {
 		claim.Labels = map[string]string{}
 	}
-	for k, v := range l.labels {
-		if _, ok := claim.Labels[k]; !ok {
-			claim.Labels[k] = v
+	for _, ls := range []map[string]string{extra.labels, l.labels} {
+		for k, v := range ls {
+			if _, ok := claim.Labels[k]; !ok {
+				claim.Labels[k] = v
+			}
 		}
+	}
+	if len(extra.annotations) > 0 && claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	for k, v := range extra.annotations {
+		claim.Annotations[k] = v
 	}
 	created, err := l.SandboxClaimInterface.Create(ctx, claim, opts)
 	if err == nil {
@@ -59,6 +73,20 @@ func (l labeledClaims) Create(ctx context.Context, claim *extv1beta1.SandboxClai
 		}
 	}
 	return created, err
+}
+
+// claimExtra is what a handle's create adds to its claim (handles.go).
+type claimExtra struct {
+	labels, annotations map[string]string
+	ttl                 time.Duration
+}
+
+type claimExtraKey struct{}
+
+// shutdownAfter is the claim shutdown time for a TTL from now, in whole
+// seconds (the API keeps seconds).
+func shutdownAfter(ttl time.Duration) time.Time {
+	return time.Now().Add(ttl).Truncate(time.Second)
 }
 
 type claimRecorderKey struct{}

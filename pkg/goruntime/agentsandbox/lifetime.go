@@ -68,10 +68,10 @@ func (b *Backend) ListClaims(ctx context.Context, selector string) ([]Claim, err
 	return out, nil
 }
 
-// renewClaim sets claim id's shutdown time to now+Options.ClaimTTL.
-func (b *Backend) renewClaim(ctx context.Context, id string) error {
+// renewClaim sets claim id's shutdown time to now+ttl.
+func (b *Backend) renewClaim(ctx context.Context, id string, ttl time.Duration) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"lifecycle": extv1beta1.Lifecycle{
-		ShutdownTime:   &metav1.Time{Time: time.Now().Add(b.opts.ClaimTTL).Truncate(time.Second)},
+		ShutdownTime:   &metav1.Time{Time: shutdownAfter(ttl)},
 		ShutdownPolicy: extv1beta1.ShutdownPolicyDelete,
 	}}})
 	if err != nil {
@@ -84,22 +84,22 @@ func (b *Backend) renewClaim(ctx context.Context, id string) error {
 	return nil
 }
 
-// keepAlive renews claim id every ClaimTTL/3 (Backend.renewEvery) until the returned stop is
-// called (Close, Disconnect). A failed renewal is logged and retried at
-// the next tick; the TTL leaves room for two misses.
-func (b *Backend) keepAlive(id string) (stop func()) {
+// keepAlive renews claim id to now+ttl every `every` until the returned
+// stop is called (Close, Disconnect). A failed renewal is logged and
+// retried at the next tick; a period of ttl/3 leaves room for two misses.
+func (b *Backend) keepAlive(id string, ttl, every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(b.renewEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := b.renewClaim(ctx, id); err != nil && ctx.Err() == nil {
+				if err := b.renewClaim(ctx, id, ttl); err != nil && ctx.Err() == nil {
 					b.opts.Logger.Warn("claim renewal failed; it expires at its shutdown time unless a later renewal works",
 						"claim", id, "namespace", b.opts.Namespace, "err", err)
 				}

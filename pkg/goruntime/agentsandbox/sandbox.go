@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 
@@ -26,6 +27,9 @@ type Sandbox struct {
 	id        string
 	proc      *procAPI // nil when commands go through the router
 	stopRenew func()   // stops the claim TTL renewal; nil without a TTL
+	// handleTTL is the TTL of the handle whose sandbox this is (handles.go):
+	// CloseAll leaves its claim for the handle's own lifetime; 0: none.
+	handleTTL time.Duration
 
 	mu   sync.Mutex
 	done bool // closed or disconnected

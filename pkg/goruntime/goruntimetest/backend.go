@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -18,6 +19,9 @@ type Backend struct {
 	closed atomic.Int32
 	mu     sync.Mutex
 	live   map[string]*Sandbox
+	// handles.go
+	handles map[string]*handle
+	clock   func() time.Time
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -25,7 +29,7 @@ var _ goruntime.Backend = (*Backend)(nil)
 // New returns a backend whose sandboxes are directories under root (a
 // test's t.TempDir()).
 func New(root string) *Backend {
-	return &Backend{root: root, live: map[string]*Sandbox{}}
+	return &Backend{root: root, live: map[string]*Sandbox{}, handles: map[string]*handle{}}
 }
 
 // Name is "fake".

@@ -118,6 +118,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b.bg.start(b.prune)
+	b.bg.start(b.runHandleReaper)
 	b.pool = newWarmPool(b, o.WarmPool)
 	if b.seeds.Ready() {
 		b.pool.refill() // else the first Open or Prepare fills it

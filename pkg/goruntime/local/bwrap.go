@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
@@ -106,7 +107,7 @@ func (b *Backend) seedEnv() []string {
 // bwrapArgs builds bubblewrap's command line for a sandbox. Files it
 // passes by descriptor (the seccomp program, bind sources when the sandbox
 // runs as a host uid of its own) are added to x.
-func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
+func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]string, error) {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
@@ -198,14 +199,17 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles) ([]string, error) {
 		"--",
 		serverBin,
 	)
-	return append(a, b.serverFlags().Args()...), nil
+	return append(a, b.serverFlags(idleExit).Args()...), nil
 }
 
-// serverFlags are the settings of a sandbox's runtime server.
-func (b *Backend) serverFlags() server.Flags {
+// serverFlags are the settings of a sandbox's runtime server; idleExit,
+// when positive, makes it end the sandbox once idle that long (a handle's
+// sandbox, handles.go).
+func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
 	f := server.Defaults()
 	f.Init = true
 	f.LifelineFD = lifelineFD
+	f.IdleExitSeconds = int64((idleExit + time.Second - 1) / time.Second)
 	f.Addr = "unix:" + runDir + "/" + socketName
 	f.GRPCAddr = "unix:" + runDir + "/" + grpcSocketName
 	f.BaseDir = appDir

@@ -131,6 +131,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //
 //	open-exit:  open a sandbox, print its ID, exit without closing it.
 //	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
+//	handle-killed: create a handle (handles_test.go), write a file, print
+//	            the handle's ID and sandbox directory, SIGKILL itself.
 //	rootless:   run as a user other than root, run the attacker battery and
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 //	rootless-plain: as a user other than root, open a sandbox and report
@@ -146,6 +148,8 @@ func runHelper(mode string) int {
 		return poolHelper(ctx, opts)
 	case "rootless":
 		return rootlessHelper(ctx, opts)
+	case "handle-killed":
+		return handleHelper(ctx, opts)
 	case "rootless-plain":
 		return rootlessPlainHelper(ctx, opts)
 	}
@@ -179,12 +183,18 @@ func runHelper(mode string) int {
 	return 2
 }
 
+// helperCmd is the command of a helper process.
+func helperCmd(mode string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "LOCAL_TEST_SERVER="+serverPath), env...)
+	return cmd
+}
+
 // helper runs the test binary as a helper process, with env added to its
 // environment, and returns the sandbox ID it printed.
 func helper(t *testing.T, mode string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "LOCAL_TEST_SERVER="+serverPath), env...)
+	cmd := helperCmd(mode, env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -19,8 +19,9 @@ import (
 )
 
 // open starts a sandbox. A pooled one (for the warm pool) starts at the
-// lowest CPU weight; claiming it gives it the full weight.
-func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error) {
+// lowest CPU weight; claiming it gives it the full weight. idleExit, when
+// positive, is its runtime server's --idle-exit (a handle's sandbox).
+func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (_ *Sandbox, err error) {
 	seed, err := b.seed(ctx)
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 	x.add(gateR) // fd 4, read by the gate and closed before bubblewrap runs
 	defer x.close()
-	bargs, err := b.bwrapArgs(l, &x)
+	bargs, err := b.bwrapArgs(l, &x, idleExit)
 	if err != nil {
 		lifeW.Close()
 		return nil, fmt.Errorf("local backend: %w", err)

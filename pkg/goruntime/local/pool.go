@@ -197,7 +197,7 @@ func (p *warmPool) fill(ctx context.Context) {
 func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
 	sctx, cancel := context.WithTimeout(ctx, poolStartTime)
 	defer cancel()
-	s, err := p.b.open(sctx, true)
+	s, err := p.b.open(sctx, true, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil
 	}
-	s, err := b.open(ctx, false)
+	s, err := b.open(ctx, false, 0)
 	if err == nil {
 		b.pool.refillAfter(s) // the seed is ready now: the pool can fill
 	}
