@@ -57,6 +57,10 @@ type Backend struct {
 	memoryDisk                                           bool // ... a memory disk, as the backend is not root (memdisk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
+
+	// users is this backend's shared hold on the state directory's
+	// users.lock (users.go), released by Close (leave).
+	users atomic.Pointer[os.File]
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -65,7 +69,7 @@ var _ goruntime.Backend = (*Backend)(nil)
 // create namespaces, a Go installation to bind) and returns the backend.
 // It does not build the seed build cache; the first Open does, or Prepare.
 // Errors wrap goruntime.ErrUnavailable and name the fix.
-func New(opts Options) (*Backend, error) {
+func New(opts Options) (_ *Backend, retErr error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -102,6 +106,17 @@ func New(opts Options) (*Backend, error) {
 	if n := len(filepath.Join(b.sandboxes, "0123456789abcdef", "run", socketName)); n > 107 {
 		return nil, unavailable("state directory %s is too deep for a unix socket path (%d bytes > 107): set Options.StateDir to a shorter path", o.StateDir, n)
 	}
+
+	users, err := lockUsers(o.StateDir)
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	b.users.Store(users)
+	defer func() {
+		if retErr != nil {
+			users.Close()
+		}
+	}()
 
 	if err := b.findGo(); err != nil {
 		return nil, unavailable("%v", err)

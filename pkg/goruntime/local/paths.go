@@ -11,6 +11,7 @@ import "path/filepath"
 //	trash/            trees being removed in the background
 //	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
 //	modproxy/         the module proxy's go commands' working directory (modules.go)
+//	users.lock        held (flock) by every backend of the directory (users.go)
 type stateDir string
 
 func (d stateDir) sandboxes() string        { return filepath.Join(string(d), "sandboxes") }
@@ -20,6 +21,7 @@ func (d stateDir) spare(seed string) string { return filepath.Join(d.spareRoot()
 func (d stateDir) trash() string            { return filepath.Join(string(d), "trash") }
 func (d stateDir) disks() string            { return filepath.Join(string(d), "disks") }
 func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "modproxy") }
+func (d stateDir) usersLock() string        { return filepath.Join(string(d), "users.lock") }
 
 // layout is where one sandbox's directories live on the host.
 type layout struct {

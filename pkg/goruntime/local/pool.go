@@ -269,6 +269,8 @@ func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 // (the error then wraps ctx.Err()). Sandboxes Open returned are not
 // touched (their owners close them); Open keeps working after Close,
 // starting each sandbox itself and building a missing seed in the call.
+// The last backend of the state directory to close (in any process)
+// also unmounts and deletes the spare disks (users.go).
 func (b *Backend) Close(ctx context.Context) error {
-	return errors.Join(b.pool.close(ctx), b.bg.close(ctx))
+	return errors.Join(b.pool.close(ctx), b.bg.close(ctx), b.leave())
 }

@@ -6,7 +6,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -187,4 +189,33 @@ func spareDiskGroup(name string) (seed, version string) {
 		}
 	}
 	return rest, fields[2]
+}
+
+// removeSpareDisks unmounts and deletes every spare disk of the state
+// directory, of every group. Removing a marker is the claim, as in
+// claimSpareDisk, so a disk another backend claimed meanwhile is left.
+func (b *Backend) removeSpareDisks() error {
+	root := filepath.Join(b.disksDir(), "spare")
+	groups, err := os.ReadDir(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("local backend: list spare disks: %w", err)
+	}
+	var errs []error
+	for _, g := range groups {
+		group := filepath.Join(root, g.Name())
+		markers, _ := os.ReadDir(group)
+		for _, m := range markers {
+			if os.Remove(filepath.Join(group, m.Name())) != nil || !sandboxid.Valid(m.Name()) {
+				continue
+			}
+			if err := disk.ByID(b.disksDir(), diskMounts, m.Name()).Remove(); err != nil {
+				errs = append(errs, fmt.Errorf("local backend: remove spare disk %s: %w", m.Name(), err))
+			}
+		}
+		_ = os.Remove(group)
+	}
+	return errors.Join(errs...)
 }
