@@ -91,11 +91,11 @@ func New(opts Options) (_ *Backend, retErr error) {
 	}
 
 	if o.StateDir == "" {
-		cache, err := os.UserCacheDir()
+		d, err := DefaultStateDir()
 		if err != nil {
 			return nil, unavailable("no state directory: set Options.StateDir (%v)", err)
 		}
-		o.StateDir = filepath.Join(cache, "go-runtime-sandbox")
+		o.StateDir = d
 	}
 	b.opts.StateDir = o.StateDir
 	b.sandboxes = stateDir(o.StateDir).sandboxes()

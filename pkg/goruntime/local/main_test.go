@@ -131,6 +131,9 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //
 //	open-exit:  open a sandbox, print its ID, exit without closing it.
 //	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
+//	spares-exit: open a sandbox, wait for the spare disks (if the backend
+//	            makes them) to be ready, print its ID, exit without closing
+//	            the sandbox or the backend.
 //	rootless:   run as a user other than root, run the attacker battery and
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 func runHelper(mode string) int {
@@ -157,6 +160,14 @@ func runHelper(mode string) int {
 	}
 	switch mode {
 	case "open-exit":
+		fmt.Println(s.ID())
+		return 0
+	case "spares-exit":
+		for deadline := time.Now().Add(time.Minute); localtest.Here().DiskQuota == false; time.Sleep(50 * time.Millisecond) {
+			if m, _ := filepath.Glob(filepath.Join(b.StateDir(), "disks", "spare", "*", "*")); len(m) >= 2 || time.Now().After(deadline) {
+				break
+			}
+		}
 		fmt.Println(s.ID())
 		return 0
 	case "disconnect":

@@ -75,18 +75,19 @@ func (b *Backend) leave() error {
 }
 
 // lockHolders returns the processes holding a flock on f's file, from
-// /proc/locks (the process that took each lock), this one left out.
+// /proc/locks (the process that took each lock; this one too, when one of
+// its backends holds it).
 func lockHolders(f *os.File) []int {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return nil
 	}
-	return flockHolders("/proc/locks", st.Dev, st.Ino, os.Getpid())
+	return flockHolders("/proc/locks", st.Dev, st.Ino)
 }
 
 // flockHolders parses a /proc/locks file for the FLOCK locks on the file
-// dev/ino, leaving self out.
-func flockHolders(locks string, dev, ino uint64, self int) []int {
+// dev/ino.
+func flockHolders(locks string, dev, ino uint64) []int {
 	fh, err := os.Open(locks)
 	if err != nil {
 		return nil
@@ -103,7 +104,7 @@ func flockHolders(locks string, dev, ino uint64, self int) []int {
 			continue
 		}
 		pid, err := strconv.Atoi(f[4])
-		if err != nil || pid == self || seen[pid] {
+		if err != nil || seen[pid] {
 			continue
 		}
 		seen[pid] = true

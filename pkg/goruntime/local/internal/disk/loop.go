@@ -1,0 +1,72 @@
+package disk
+
+// Loop devices a state directory's images hold. Remove unmounts a disk and
+// the kernel frees its loop device (autoclear) once no mount namespace
+// holds the file system; one that stays attached (a mount made by hand, a
+// mount namespace that outlived its sandbox, a mount that failed midway)
+// is found here by its backing file.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// LoopDevices lists the loop devices (under sysBlock, /sys/block) whose
+// backing file is in images, deleted or not: "/dev/loop7".
+func LoopDevices(sysBlock, images string) []string {
+	entries, err := os.ReadDir(sysBlock)
+	if err != nil {
+		return nil
+	}
+	prefix := filepath.Clean(images) + "/"
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "loop") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(sysBlock, e.Name(), "loop", "backing_file"))
+		if err != nil {
+			continue // not attached
+		}
+		backing := strings.TrimSuffix(strings.TrimSpace(string(data)), " (deleted)")
+		if strings.HasPrefix(backing, prefix) {
+			out = append(out, "/dev/"+e.Name())
+		}
+	}
+	return out
+}
+
+// Detach detaches the loop device dev from its backing file. While a
+// mount still holds it, the kernel only marks it to be freed when that
+// mount goes (autoclear); the error is then nil too.
+func Detach(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("detach loop device %s: %w", dev, err)
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("detach loop device %s: %w", dev, err)
+	}
+	return nil
+}
+
+// Images lists the IDs of the disk images in images.
+func Images(images string) []string {
+	entries, err := os.ReadDir(images)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".img"); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
