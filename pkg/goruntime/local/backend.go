@@ -58,6 +58,10 @@ type Backend struct {
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 
+	// maxLoops caps the host's attached loop devices for new disks
+	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
+	maxLoops int
+
 	// users is this backend's shared hold on the state directory's
 	// users.lock (users.go), released by Close (leave).
 	users atomic.Pointer[os.File]

@@ -8,3 +8,7 @@ import "time"
 func SetFileCallDeadlines(b *Backend, floor, perMiB time.Duration) {
 	b.callDeadlines = callDeadlines{floor: floor, perMiB: perMiB}
 }
+
+// SetMaxLoopDevices makes b refuse a new sandbox disk while n or more loop
+// devices are attached on the host, as the kernel would past its limit.
+func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }

@@ -47,7 +47,7 @@ func diskLayout() disk.Layout {
 
 // diskSpec is how the backend makes a disk linked to seed.
 func (b *Backend) diskSpec(seed string) disk.Spec {
-	return disk.Spec{Images: b.disksDir(), Mounts: diskMounts, Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: diskLayout()}
+	return disk.Spec{Images: b.disksDir(), Mounts: diskMounts, Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: diskLayout(), MaxLoops: b.maxLoops}
 }
 
 // disksDir holds images and the spare pool.

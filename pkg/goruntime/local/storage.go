@@ -45,7 +45,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	}()
 	if b.hostUID {
 		if st.uid, err = b.allocUID(l.dir); err != nil {
-			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+			return st, fmt.Errorf("local backend: %w: %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 	}
 	if b.memoryDisk {
@@ -59,7 +59,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	if b.diskQuota {
 		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
-			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", err, goruntime.ErrUnavailable)
+			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 		st.disk = &d
 		l.disk = d.Dir
@@ -97,6 +97,22 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 	}
 	return st, nil
+}
+
+// ErrHostLimit is wrapped (beside goruntime.ErrUnavailable) by Open's
+// error when the host has no room for one more sandbox of a kind it
+// counts: the host uid range (Options.HostUIDCount) or loop devices for
+// sandbox disks. The message names the limit and the setting to raise;
+// closing sandboxes makes room. docs/local-backend.md, "Limits at scale".
+var ErrHostLimit = errors.New("host limit reached")
+
+// hostLimit wraps ErrHostLimit around err when err is one of the host
+// limits.
+func hostLimit(err error) error {
+	if errors.Is(err, hostuid.ErrRangeFull) || errors.Is(err, disk.ErrNoLoopDevice) {
+		return fmt.Errorf("%w: %w", ErrHostLimit, err)
+	}
+	return err
 }
 
 // refillStorage tops up the pool Open claims storage from (ready disks,

@@ -95,6 +95,11 @@ type Spec struct {
 	Inodes int64  // its inode count
 	Seed   string // the seed build cache the overlay on Layout.Cache shows
 	Layout Layout
+	// MaxLoops, when positive, is how many loop devices may be attached
+	// on the host (by anyone) before Make refuses a new disk, as the
+	// kernel would past its own limit: tests use a small one. 0: only
+	// the kernel's limit.
+	MaxLoops int
 }
 
 // cacheSubdirs are the Go build cache's 256 subdirectories.
@@ -116,6 +121,11 @@ func Make(ctx context.Context, id string, sp Spec) (d Disk, err error) {
 	}
 	if err := checkHostSpace(sp.Images, sp.Bytes); err != nil {
 		return d, err
+	}
+	if sp.MaxLoops > 0 {
+		if n := attachedLoops("/sys/block"); n >= sp.MaxLoops {
+			return d, noLoopDevice(fmt.Sprintf("the limit set is %d", sp.MaxLoops))
+		}
 	}
 	d = ByID(sp.Images, sp.Mounts, id)
 	if err := os.MkdirAll(sp.Mounts, 0o711); err != nil {

@@ -70,3 +70,43 @@ func Images(images string) []string {
 	}
 	return ids
 }
+
+// ErrNoLoopDevice is wrapped by Make's error when the host has no loop
+// device left for a new disk: the kernel's loop driver would make no more
+// (its max_loop parameter, when given), a container's /dev holds no free
+// one, or Spec.MaxLoops is reached.
+var ErrNoLoopDevice = errors.New("no free loop device")
+
+// attachedLoops counts the loop devices under sysBlock attached to a
+// backing file, whoever attached them.
+func attachedLoops(sysBlock string) int {
+	entries, err := os.ReadDir(sysBlock)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "loop") {
+			if _, err := os.Stat(filepath.Join(sysBlock, e.Name(), "loop", "backing_file")); err == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// noLoopDevice is the error for a disk that found no loop device: what
+// ran out and what to raise or free.
+func noLoopDevice(detail string) error {
+	return fmt.Errorf("%w (%s; %d attached on this host): free some (sandbox-check --cleanup frees a state directory's; losetup -a lists them), "+
+		"or raise the limit: the loop driver's max_loop (modprobe loop max_loop=N, or loop.max_loop=N on the kernel command line), "+
+		"or, in a container, pass it more /dev/loopN devices", ErrNoLoopDevice, detail, attachedLoops("/sys/block"))
+}
+
+// loopFailure reports whether mount's output says it found no loop device
+// (util-linux: "failed to setup loop device", "could not find any free
+// loop device").
+func loopFailure(out string) bool {
+	o := strings.ToLower(out)
+	return strings.Contains(o, "loop device")
+}
