@@ -61,6 +61,9 @@ type Backend struct {
 	// maxLoops caps the host's attached loop devices for new disks
 	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
 	maxLoops int
+	// taskLimit stands for the kernel's task limit (checkTasks); 0: the
+	// kernel's own. Tests set it.
+	taskLimit int
 
 	// users is this backend's shared hold on the state directory's
 	// users.lock (users.go), released by Close (leave).

@@ -131,3 +131,20 @@ func TestLoopDevicesExhausted(t *testing.T) {
 		t.Errorf("the refused Open left:\n%s", strings.Join(leaks, "\n"))
 	}
 }
+
+// TestHostTasksExhausted: when one more sandbox would leave the host too
+// few of its task table (here: a limit of 1, which the host is past),
+// Open is refused at once with an error naming kernel.pid_max, and
+// leaves nothing behind.
+func TestHostTasksExhausted(t *testing.T) {
+	state := freshState(t)
+	opts := testOptions()
+	opts.StateDir = state
+	b := newBackend(t, opts)
+	local.SetTaskLimit(b, 1)
+	openFails(t, b, "kernel.pid_max", "tasks")
+	onlySandboxes(t, state, nil)
+	if leaks := hostleaks.Find(state, nil, false); len(leaks) > 0 {
+		t.Errorf("the refused Open left:\n%s", strings.Join(leaks, "\n"))
+	}
+}

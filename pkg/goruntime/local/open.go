@@ -25,6 +25,9 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTasks(b.taskLimit); err != nil {
+		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+	}
 	id := sandboxid.New()
 	l := layout{dir: filepath.Join(b.sandboxes, id)}
 	defer func() {

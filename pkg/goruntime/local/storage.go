@@ -99,22 +99,6 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	return st, nil
 }
 
-// ErrHostLimit is wrapped (beside goruntime.ErrUnavailable) by Open's
-// error when the host has no room for one more sandbox of a kind it
-// counts: the host uid range (Options.HostUIDCount) or loop devices for
-// sandbox disks. The message names the limit and the setting to raise;
-// closing sandboxes makes room. docs/local-backend.md, "Limits at scale".
-var ErrHostLimit = errors.New("host limit reached")
-
-// hostLimit wraps ErrHostLimit around err when err is one of the host
-// limits.
-func hostLimit(err error) error {
-	if errors.Is(err, hostuid.ErrRangeFull) || errors.Is(err, disk.ErrNoLoopDevice) {
-		return fmt.Errorf("%w: %w", ErrHostLimit, err)
-	}
-	return err
-}
-
 // refillStorage tops up the pool Open claims storage from (ready disks,
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
