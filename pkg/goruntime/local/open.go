@@ -118,7 +118,7 @@ func (b *Backend) open(ctx context.Context, pooled bool) (_ *Sandbox, err error)
 	}
 	x.close()
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { waitCmd(cmd); close(exited) }()
 	pid := cmd.Process.Pid
 	fail := func(e error) (*Sandbox, error) {
 		lifeW.Close()
