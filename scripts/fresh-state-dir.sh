@@ -20,10 +20,12 @@ shift
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/go-runtime-sandbox-fresh.XXXXXXXX")
 
-# The backend keeps ready spare disks mounted under
-# /run/go-runtime-sandbox/disks after it closes, their images in the state
-# directory: unmount each loop-mounted disk whose image is under $tmp
-# before removing it. A lazy unmount takes the disk's submounts (its build
+# The last backend to close unmounts its spare disks, but a process that
+# exits without closing its backend (a test that failed or was killed)
+# leaves them mounted under /run/go-runtime-sandbox/disks, their images in
+# the state directory: unmount each loop-mounted disk whose image is under
+# $tmp before removing it (sandbox-check --cleanup does the same and more,
+# but would have to be built first). A lazy unmount takes the disk's submounts (its build
 # cache overlay) along, and the loop device frees itself (mount -o loop
 # sets autoclear).
 cleanup() {

@@ -20,6 +20,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--rounds=0"}, 2, "--rounds=0"},
 		{[]string{"--sections=rootless", "--rootless-uid=0"}, 2, "--rootless-uid=0"},
 		{[]string{"stray"}, 2, "unexpected arguments"},
+		{[]string{"--sections=scale", "--scale-sizes=200,50"}, 2, "ascending"},
+		{[]string{"--sections=scale", "--scale-sizes=50,x"}, 2, `"x" is not a number`},
 	}
 	for _, c := range cases {
 		var out, errs strings.Builder

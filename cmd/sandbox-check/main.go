@@ -50,6 +50,13 @@ user's sandboxes get and the one command, for root, that adds those root
 can add (the open-file table, and on a cgroup v1 host the user's cgroups;
 once per boot):  sudo sandbox-check --setup-user=NAME
 
+To remove everything a state directory holds on this host (its
+sandboxes' processes, cgroups, disks with their mounts and loop devices,
+host uid leases and directories, the spare disks; the seed build caches
+stay unless --remove):  sandbox-check --cleanup [--state-dir DIR] [--kill]
+It refuses, naming them, while a backend's process holds the directory or
+(without --kill) a sandbox in it runs.
+
 Flags:
 `
 
@@ -67,6 +74,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&opts.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "inode quota per sandbox")
 	setup := fs.String("setup-user", "", "as root: the one-time setup (per boot) for the user `NAME` (or uid): raise fs.file-max if the open-file table is too small, and on a cgroup v1 host give the user a cgroup group of its own, so that its sandboxes get memory, task and CPU limits without root; then exit")
 	needed := fs.Bool("setup-needed", false, "print what --setup-user would do for you, one step a line (nothing when nothing), then exit 0")
+	var clean local.CleanupOptions
+	doCleanup := fs.Bool("cleanup", false, "remove everything the state directory holds on this host (see above), then exit; refuses while a backend or (without --kill) a sandbox uses it")
+	fs.StringVar(&clean.StateDir, "state-dir", "", "with --cleanup: the state directory (default: the backend's, go-runtime-sandbox in the user's cache directory)")
+	fs.BoolVar(&clean.KillSandboxes, "kill", false, "with --cleanup: end the sandboxes still running there instead of refusing")
+	fs.BoolVar(&clean.RemoveDir, "remove", false, "with --cleanup: remove the state directory itself, its seed build caches too (the next backend rebuilds them, minutes)")
 	missing := fs.Bool("missing", false, "print the required protections that are unavailable here with these options, comma-separated (nothing when none), then exit 0")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -78,6 +90,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandbox-check: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if !*doCleanup && (clean.StateDir != "" || clean.KillSandboxes || clean.RemoveDir) {
+		fmt.Fprintln(stderr, "sandbox-check: --state-dir, --kill and --remove go with --cleanup")
+		return 2
+	}
 	opts.DiskBytes = *diskMB << 20
 	r, err := local.ParseRelax(*relax)
 	if err != nil {
@@ -86,6 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Relax = r
 	switch {
+	case *doCleanup:
+		return cleanup(ctx, clean, stdout, stderr)
 	case *setup != "":
 		return setupUser(*setup, opts, stdout, stderr)
 	case *needed:

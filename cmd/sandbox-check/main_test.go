@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -148,5 +150,60 @@ func TestCheckBadFlags(t *testing.T) {
 	run(context.Background(), []string{"--relax=everything"}, &out, &errb)
 	if !strings.Contains(errb.String(), "valid: seccomp, userns, hostuid, disk") {
 		t.Errorf("bad --relax error does not list the valid names: %q", errb.String())
+	}
+}
+
+// TestCleanupCommand: --cleanup's flags, an absent directory (clean), a
+// directory a backend's process holds (refused, naming the process,
+// nothing removed) and one it empties and, with --remove, removes.
+func TestCleanupCommand(t *testing.T) {
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"--kill"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "go with --cleanup") {
+		t.Errorf("--kill alone: exit %d, %q; want 2 naming --cleanup", code, errb.String())
+	}
+
+	absent := filepath.Join(t.TempDir(), "absent")
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"--cleanup", "--state-dir=" + absent}, &out, &errb); code != 0 {
+		t.Errorf("--cleanup of an absent directory: exit %d: %s", code, errb.String())
+	}
+
+	// A half-made sandbox's directory, and a backend's hold on the
+	// directory (its shared flock on users.lock), as New takes it.
+	state := t.TempDir()
+	half := filepath.Join(state, "sandboxes", "0123456789abcdef")
+	if err := os.MkdirAll(filepath.Join(half, "app"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(state, "users.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	code := run(ctx, []string{"--cleanup", "--state-dir=" + state}, &out, &errb)
+	if want := fmt.Sprintf("process %d", os.Getpid()); code != 1 || !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), "Nothing was removed") {
+		t.Errorf("--cleanup of a held directory: exit %d, %q; want 1 naming %s", code, errb.String(), want)
+	}
+	if _, err := os.Stat(half); err != nil {
+		t.Fatalf("the refused cleanup removed a sandbox directory: %v", err)
+	}
+	lock.Close()
+
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"--cleanup", "--remove", "--state-dir=" + state}, &out, &errb); code != 0 {
+		t.Fatalf("--cleanup --remove: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "1 sandboxes removed") {
+		t.Errorf("--cleanup --remove said %q; want 1 sandbox removed", out.String())
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("--remove left the state directory: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,10 +24,14 @@ const (
 	// needs root, gives a uid a cgroup of its own for the run and takes
 	// a few minutes.
 	SectionRootless = "rootless"
+	// SectionScale keeps hundreds of local sandboxes live at once
+	// (scale.go). Not a default section: it takes 10+ minutes and needs
+	// the memory for 1,000 sandboxes.
+	SectionScale = "scale"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP}
@@ -68,6 +73,9 @@ type Config struct {
 	// given to RootlessUID and kept between runs (its seed build cache is
 	// built once). Default CacheDir/rootless.
 	RootlessDir string
+	// ScaleSizes are the numbers of live sandboxes the scale section
+	// measures, ascending. Default DefaultScaleSizes.
+	ScaleSizes []int
 	// Log receives progress lines (what is being measured); nil: none.
 	Log io.Writer
 }
@@ -81,12 +89,12 @@ func Defaults() Config {
 		}
 	}
 	return Config{Sections: slices.Clone(DefaultSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache,
-		RootlessUID: DefaultRootlessUID}
+		RootlessUID: DefaultRootlessUID, ScaleSizes: slices.Clone(DefaultScaleSizes)}
 }
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless (default server,local,mcp; rootless needs root)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale (default server,local,mcp; rootless needs root; scale takes 10+ minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -94,6 +102,17 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 		cfg.Baselines = nil
 		if s != "" {
 			cfg.Baselines = strings.Split(s, ",")
+		}
+		return nil
+	})
+	fs.Func("scale-sizes", "comma-separated numbers of live sandboxes the scale section measures, ascending (default 50,200,500,1000)", func(s string) error {
+		cfg.ScaleSizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("%q is not a number", f)
+			}
+			cfg.ScaleSizes = append(cfg.ScaleSizes, n)
 		}
 		return nil
 	})
@@ -124,6 +143,14 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheDir == "" {
 		return errors.New("--cache-dir: must not be empty")
+	}
+	for i, n := range c.ScaleSizes {
+		if n < 1 || (i > 0 && n <= c.ScaleSizes[i-1]) {
+			return fmt.Errorf("--scale-sizes=%v: want positive numbers, ascending", c.ScaleSizes)
+		}
+	}
+	if slices.Contains(c.Sections, SectionScale) && len(c.ScaleSizes) == 0 {
+		return errors.New("--scale-sizes: name at least one size for the scale section")
 	}
 	if c.RootlessUID <= 0 {
 		return fmt.Errorf("--rootless-uid=%d: want a uid other than root", c.RootlessUID)
@@ -177,6 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionLocal:    r.localSection,
 		SectionMCP:      r.mcpSection,
 		SectionRootless: r.rootlessSection,
+		SectionScale:    r.scaleSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {

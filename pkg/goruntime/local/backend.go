@@ -58,6 +58,17 @@ type Backend struct {
 	memoryDisk                                           bool // ... a memory disk, as the backend is not root (memdisk.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
+
+	// maxLoops caps the host's attached loop devices for new disks
+	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
+	maxLoops int
+	// taskLimit stands for the kernel's task limit (checkTasks); 0: the
+	// kernel's own. Tests set it.
+	taskLimit int
+
+	// users is this backend's shared hold on the state directory's
+	// users.lock (users.go), released by Close (leave).
+	users atomic.Pointer[os.File]
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -66,7 +77,7 @@ var _ goruntime.Backend = (*Backend)(nil)
 // create namespaces, a Go installation to bind) and returns the backend.
 // It does not build the seed build cache; the first Open does, or Prepare.
 // Errors wrap goruntime.ErrUnavailable and name the fix.
-func New(opts Options) (*Backend, error) {
+func New(opts Options) (_ *Backend, retErr error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -88,11 +99,11 @@ func New(opts Options) (*Backend, error) {
 	}
 
 	if o.StateDir == "" {
-		cache, err := os.UserCacheDir()
+		d, err := DefaultStateDir()
 		if err != nil {
 			return nil, unavailable("no state directory: set Options.StateDir (%v)", err)
 		}
-		o.StateDir = filepath.Join(cache, "go-runtime-sandbox")
+		o.StateDir = d
 	}
 	b.opts.StateDir = o.StateDir
 	b.sandboxes = stateDir(o.StateDir).sandboxes()
@@ -103,6 +114,17 @@ func New(opts Options) (*Backend, error) {
 	if n := len(filepath.Join(b.sandboxes, "0123456789abcdef", "run", socketName)); n > 107 {
 		return nil, unavailable("state directory %s is too deep for a unix socket path (%d bytes > 107): set Options.StateDir to a shorter path", o.StateDir, n)
 	}
+
+	users, err := lockUsers(o.StateDir)
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	b.users.Store(users)
+	defer func() {
+		if retErr != nil {
+			users.Close()
+		}
+	}()
 
 	if err := b.findGo(); err != nil {
 		return nil, unavailable("%v", err)

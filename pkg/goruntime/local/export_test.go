@@ -8,3 +8,11 @@ import "time"
 func SetFileCallDeadlines(b *Backend, floor, perMiB time.Duration) {
 	b.callDeadlines = callDeadlines{floor: floor, perMiB: perMiB}
 }
+
+// SetMaxLoopDevices makes b refuse a new sandbox disk while n or more loop
+// devices are attached on the host, as the kernel would past its limit.
+func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }
+
+// SetTaskLimit makes b count the host's tasks against n instead of
+// kernel.pid_max and kernel.threads-max.
+func SetTaskLimit(b *Backend, n int) { b.taskLimit = n }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
@@ -19,7 +20,11 @@ const hostUIDDir = runRoot + "/uids"
 // allocUID leases a free uid from the configured range to the sandbox in
 // dir (hostuid.Alloc).
 func (b *Backend) allocUID(dir string) (int, error) {
-	return hostuid.Alloc(hostUIDDir, dir, b.opts.HostUIDBase, b.opts.HostUIDCount, sandboxAlive)
+	uid, err := hostuid.Alloc(hostUIDDir, dir, b.opts.HostUIDBase, b.opts.HostUIDCount, sandboxAlive)
+	if err != nil {
+		return 0, fmt.Errorf("%w: close some, or raise Options.HostUIDCount (and keep the range, from Options.HostUIDBase, clear of real users)", err)
+	}
+	return uid, nil
 }
 
 // sandboxAlive reports whether the sandbox in dir, which leased its uid

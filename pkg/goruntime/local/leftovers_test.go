@@ -220,6 +220,17 @@ func TestPruneUnclaimableSpares(t *testing.T) {
 	if err := b.PrepareExtra(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Another backend's hold on the state directory (a shared flock on
+	// users.lock, as New takes it), so that b's Close keeps the spare
+	// disks, as it does while any other backend uses the directory.
+	hold, err := os.OpenFile(filepath.Join(b.StateDir(), "users.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if err := syscall.Flock(int(hold.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := b.Open(ctx) // claims a disk; the pool refills to two behind it
 	if err != nil {
 		t.Fatal(err)

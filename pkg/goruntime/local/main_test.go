@@ -133,6 +133,9 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	disconnect: open a sandbox, write a file, disconnect, print its ID, exit.
 //	handle-killed: create a handle (handles_test.go), write a file, print
 //	            the handle's ID and sandbox directory, SIGKILL itself.
+//	spares-exit: open a sandbox, wait for the spare disks (if the backend
+//	            makes them) to be ready, print its ID, exit without closing
+//	            the sandbox or the backend.
 //	rootless:   run as a user other than root, run the attacker battery and
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 //	rootless-plain: as a user other than root, open a sandbox and report
@@ -165,6 +168,14 @@ func runHelper(mode string) int {
 	}
 	switch mode {
 	case "open-exit":
+		fmt.Println(s.ID())
+		return 0
+	case "spares-exit":
+		for deadline := time.Now().Add(time.Minute); localtest.Here().DiskQuota == false; time.Sleep(50 * time.Millisecond) {
+			if m, _ := filepath.Glob(filepath.Join(b.StateDir(), "disks", "spare", "*", "*")); len(m) >= 2 || time.Now().After(deadline) {
+				break
+			}
+		}
 		fmt.Println(s.ID())
 		return 0
 	case "disconnect":

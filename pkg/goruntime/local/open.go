@@ -26,6 +26,9 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTasks(b.taskLimit); err != nil {
+		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+	}
 	id := sandboxid.New()
 	l := layout{dir: filepath.Join(b.sandboxes, id)}
 	defer func() {
@@ -116,7 +119,7 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	x.close()
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { waitCmd(cmd); close(exited) }()
 	pid := cmd.Process.Pid
 	fail := func(e error) (*Sandbox, error) {
 		lifeW.Close()

@@ -67,8 +67,8 @@ func newWarmPool(b *Backend, size int) *warmPool {
 
 // refillAfter refills the pool once s has run its first commands and
 // rested poolRefillQuiet (Session.Execute unpacks the files, then runs
-// the command: two commands back to back), or poolRefillDelay from now,
-// whichever comes first.
+// the command: two commands back to back), once s is closed or
+// disconnected, or poolRefillDelay from now, whichever comes first.
 func (p *warmPool) refillAfter(s *Sandbox) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,6 +84,7 @@ func (p *warmPool) refillAfter(s *Sandbox) {
 	)
 	rested := func() { once.Do(func() { close(idle) }) }
 	s.mu.Lock()
+	s.onEnd = rested
 	s.onCommand = func(start bool) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -110,7 +111,7 @@ func (p *warmPool) refillAfter(s *Sandbox) {
 		case <-p.done:
 		}
 		s.mu.Lock()
-		s.onCommand = nil
+		s.onCommand, s.onEnd = nil, nil
 		s.mu.Unlock()
 		p.refill()
 	}()
@@ -269,6 +270,8 @@ func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 // (the error then wraps ctx.Err()). Sandboxes Open returned are not
 // touched (their owners close them); Open keeps working after Close,
 // starting each sandbox itself and building a missing seed in the call.
+// The last backend of the state directory to close (in any process)
+// also unmounts and deletes the spare disks (users.go).
 func (b *Backend) Close(ctx context.Context) error {
-	return errors.Join(b.pool.close(ctx), b.bg.close(ctx))
+	return errors.Join(b.pool.close(ctx), b.bg.close(ctx), b.leave())
 }

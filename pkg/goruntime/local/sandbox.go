@@ -49,6 +49,10 @@ type Sandbox struct {
 	// starts (true) and ends (false): the warm pool holds its refill
 	// until a claimed sandbox's first commands are done (pool.go).
 	onCommand func(start bool)
+	// onEnd, when set, is called once the sandbox is closed or
+	// disconnected: the warm pool then refills at once, as no command of
+	// it will run beside the refill (pool.go).
+	onEnd func()
 }
 
 // commandEvent tells onCommand, if set, that a command started or ended.

@@ -6,7 +6,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,8 +20,9 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
-// spareDisks is how many ready disks the backend keeps: making a file
-// system costs ~0.2 s.
+// spareDisks is how many ready disks the backend keeps: a disk is made
+// in milliseconds from its template (internal/disk), but its first one
+// of a kind makes the template (mkfs.ext4, ~0.2 s).
 const spareDisks = 2
 
 // diskMounts holds the disks' mount points, where a sandbox's host uid
@@ -45,7 +48,7 @@ func diskLayout() disk.Layout {
 
 // diskSpec is how the backend makes a disk linked to seed.
 func (b *Backend) diskSpec(seed string) disk.Spec {
-	return disk.Spec{Images: b.disksDir(), Mounts: diskMounts, Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: diskLayout()}
+	return disk.Spec{Images: b.disksDir(), Mounts: diskMounts, Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: diskLayout(), MaxLoops: b.maxLoops}
 }
 
 // disksDir holds images and the spare pool.
@@ -187,4 +190,33 @@ func spareDiskGroup(name string) (seed, version string) {
 		}
 	}
 	return rest, fields[2]
+}
+
+// removeSpareDisks unmounts and deletes every spare disk of the state
+// directory, of every group. Removing a marker is the claim, as in
+// claimSpareDisk, so a disk another backend claimed meanwhile is left.
+func (b *Backend) removeSpareDisks() error {
+	root := filepath.Join(b.disksDir(), "spare")
+	groups, err := os.ReadDir(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("local backend: list spare disks: %w", err)
+	}
+	var errs []error
+	for _, g := range groups {
+		group := filepath.Join(root, g.Name())
+		markers, _ := os.ReadDir(group)
+		for _, m := range markers {
+			if os.Remove(filepath.Join(group, m.Name())) != nil || !sandboxid.Valid(m.Name()) {
+				continue
+			}
+			if err := disk.ByID(b.disksDir(), diskMounts, m.Name()).Remove(); err != nil {
+				errs = append(errs, fmt.Errorf("local backend: remove spare disk %s: %w", m.Name(), err))
+			}
+		}
+		_ = os.Remove(group)
+	}
+	return errors.Join(errs...)
 }

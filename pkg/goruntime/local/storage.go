@@ -48,7 +48,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	st.leases = b.uidLeases()
 	if b.hostUID {
 		if st.uid, err = b.allocUID(l.dir); err != nil {
-			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+			return st, fmt.Errorf("local backend: %w: %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 	}
 	var id disk.Identity
@@ -69,7 +69,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	if b.diskQuota {
 		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
-			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", err, goruntime.ErrUnavailable)
+			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 		st.disk = &d
 		l.disk = d.Dir

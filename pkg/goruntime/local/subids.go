@@ -134,7 +134,7 @@ func (s subIDs) prepareRoot() error {
 func (s subIDs) alloc(dir string) (uid, gid int, err error) {
 	uid, err = hostuid.Alloc(s.leases(), dir, s.uid, s.count, sandboxAlive)
 	if err != nil {
-		return 0, 0, fmt.Errorf("subordinate uids: %w", err)
+		return 0, 0, fmt.Errorf("subordinate uids (%s): %w: close some", subUIDFile, err)
 	}
 	return uid, s.gid + (uid - s.uid), nil
 }

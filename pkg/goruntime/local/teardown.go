@@ -19,6 +19,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		return nil
 	}
 	s.done = true
+	if s.onEnd != nil {
+		s.onEnd()
+	}
 	s.cl.Close()
 	s.proc.close()
 	s.b.stopModules(s.meta.ID)
@@ -60,6 +63,9 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 		return nil
 	}
 	s.done = true
+	if s.onEnd != nil {
+		s.onEnd()
+	}
 	s.cl.Close()
 	s.proc.close()
 	if s.lifeline != nil {

@@ -66,3 +66,24 @@ func prune(sandboxes string, groups []string) {
 		}
 	}
 }
+
+// ByID is the cgroup a sandbox named id gets in this process's layout:
+// for a sandbox whose sandbox.json (which names its cgroup) was never
+// written. Removing it is harmless when it does not exist.
+func ByID(id string) (*Cgroup, error) {
+	l, err := findLayout()
+	if err != nil {
+		return nil, err
+	}
+	if l.v1 == nil {
+		d := filepath.Join(l.v2, id)
+		return &Cgroup{V2: true, Memory: d, Pids: d, CPU: d}, nil
+	}
+	cg := &Cgroup{}
+	for c, dst := range map[string]*string{"memory": &cg.Memory, "pids": &cg.Pids, "cpu": &cg.CPU} {
+		if g := l.v1[c]; g != "" {
+			*dst = filepath.Join(g, id)
+		}
+	}
+	return cg, nil
+}

@@ -48,6 +48,9 @@ func makeFS(ctx context.Context, image, dir string, bytes, inodes int64) error {
 	mount := exec.CommandContext(ctx, "mount", "-t", "ext4", "-o", "loop,discard,nosuid,nodev", image, dir)
 	mount.Env = mkfs.Env
 	if out, err := mount.CombinedOutput(); err != nil {
+		if loopFailure(string(out)) {
+			return fmt.Errorf("loop-mount disk image %s: %w", image, noLoopDevice(strings.TrimSpace(string(out))))
+		}
 		return fmt.Errorf("loop-mount disk image %s: %w: %s", image, err, strings.TrimSpace(string(out)))
 	}
 	return nil

@@ -38,11 +38,16 @@ type lease struct {
 	Created time.Time `json:"created"`
 }
 
+// ErrRangeFull is wrapped by Alloc's error when every uid of the range is
+// leased to a live sandbox.
+var ErrRangeFull = errors.New("host uid range full")
+
 // Alloc leases a free uid from base..base+count-1 in leases to the sandbox
-// in dir. A uid whose lease names a sandbox that is gone is free: its
-// directory was removed, or alive (given the directory and when the lease
-// was taken) reports it dead. Errors wrap nothing in particular; callers
-// wrap ErrUnavailable.
+// in dir: the lowest with no lease, found with one read of the leases'
+// directory however many sandboxes live; failing that, the first whose
+// lease is stale: its sandbox directory was removed, or alive (given the
+// directory and when the lease was taken) reports it dead. When none is
+// free the error wraps ErrRangeFull and names the setting to raise.
 func Alloc(leases, dir string, base, count int, alive func(dir string, leased time.Time) bool) (int, error) {
 	unlock, err := lock(leases)
 	if err != nil {
@@ -50,6 +55,24 @@ func Alloc(leases, dir string, base, count int, alive func(dir string, leased ti
 	}
 	defer unlock()
 	data, _ := json.Marshal(lease{Dir: dir, Created: time.Now().UTC()})
+	entries, err := os.ReadDir(leases)
+	if err != nil {
+		return 0, fmt.Errorf("list uid leases: %w", err)
+	}
+	leased := make(map[int]bool, len(entries))
+	for _, e := range entries {
+		if uid, err := strconv.Atoi(e.Name()); err == nil {
+			leased[uid] = true
+		}
+	}
+	for i := 0; i < count; i++ {
+		if uid := base + i; !leased[uid] {
+			if err := os.WriteFile(filepath.Join(leases, strconv.Itoa(uid)), data, 0o600); err != nil {
+				return 0, fmt.Errorf("write uid lease: %w", err)
+			}
+			return uid, nil
+		}
+	}
 	for i := 0; i < count; i++ {
 		uid := base + i
 		p := filepath.Join(leases, strconv.Itoa(uid))
@@ -66,7 +89,7 @@ func Alloc(leases, dir string, base, count int, alive func(dir string, leased ti
 		}
 		return uid, nil
 	}
-	return 0, fmt.Errorf("all %d host uids from %d are in use by live sandboxes (raise Options.HostUIDCount)", count, base)
+	return 0, fmt.Errorf("%w: all %d host uids from %d are leased to live sandboxes, one each", ErrRangeFull, count, base)
 }
 
 // lock takes the machine-wide lock on the uid leases (a flock on

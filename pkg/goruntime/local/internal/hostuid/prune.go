@@ -93,3 +93,35 @@ func processUIDs(procDir string) map[int]bool {
 	}
 	return uids
 }
+
+// ReleaseUnder removes, under the allocator's lock, the uid leases in
+// leases held by a sandbox directory under parent (a state directory's
+// sandboxes/), whose processes the caller has ended, and returns how many.
+func ReleaseUnder(leases, parent string) int {
+	entries, err := os.ReadDir(leases)
+	if err != nil || len(entries) == 0 {
+		return 0
+	}
+	unlock, err := lock(leases)
+	if err != nil {
+		return 0
+	}
+	defer unlock()
+	prefix := filepath.Clean(parent) + "/"
+	n := 0
+	for _, e := range entries {
+		p := filepath.Join(leases, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var l lease
+		if json.Unmarshal(data, &l) != nil || !strings.HasPrefix(l.Dir, prefix) {
+			continue
+		}
+		if os.Remove(p) == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,89 @@
+package disk
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestDisksFromTemplate makes two disks of one kind as root: both come
+// from one template image (made once), stay sparse, are mounted with the
+// layout, the seed's overlay and the options Make promises, hold what is
+// written to each apart, and are freed, loop devices included, by Remove.
+func TestDisksFromTemplate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a disk image needs root")
+	}
+	if detail, fix := HostProblem(); detail != "" {
+		t.Skipf("%s: %s", detail, fix)
+	}
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed")
+	if err := os.MkdirAll(filepath.Join(seed, "00"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(seed, "00", "entry"), []byte("seeded"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	sp := Spec{Images: filepath.Join(dir, "images"), Mounts: filepath.Join(dir, "mounts"), Bytes: 64 << 20, Inodes: 2000, Seed: seed,
+		Layout: Layout{Dirs: []string{"etc", "app", "home", "home/cache"}, Public: []string{"etc"}, Cache: "home/cache"}}
+	ctx := context.Background()
+	var disks []Disk
+	for _, id := range []string{"0000000000000001", "0000000000000002"} {
+		d, err := Make(ctx, id, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Remove() })
+		disks = append(disks, d)
+	}
+	templates, _ := filepath.Glob(filepath.Join(sp.Images, "template-*.img"))
+	if len(templates) != 1 {
+		t.Fatalf("templates %q, want one for both disks", templates)
+	}
+	for i, d := range disks {
+		if !d.Complete(sp.Layout) {
+			t.Fatalf("disk %d is not mounted and laid out", i)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(d.Image, &st); err != nil {
+			t.Fatal(err)
+		}
+		if used := st.Blocks * 512; used > 8<<20 {
+			t.Errorf("disk %d's image holds %d bytes of its 64 MiB: not sparse", i, used)
+		}
+		if fi, err := os.Stat(filepath.Join(d.Dir, "etc")); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("disk %d's etc: %v, %v; want mode 0755", i, fi, err)
+		}
+		if data, err := os.ReadFile(filepath.Join(d.Dir, "home/cache/00/entry")); err != nil || string(data) != "seeded" {
+			t.Errorf("disk %d's cache shows %q, %v; want the seed's entry", i, data, err)
+		}
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		for _, line := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[4] == d.Dir {
+				for _, opt := range []string{"nosuid", "nodev", "discard"} {
+					if !strings.Contains(line, opt) {
+						t.Errorf("disk %d mounted without %s: %s", i, opt, line)
+					}
+				}
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(disks[0].Dir, "app", "mine"), []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(disks[1].Dir, "app", "mine")); !os.IsNotExist(err) {
+		t.Errorf("a file written on one disk shows on the other: %v", err)
+	}
+	for _, d := range disks {
+		if err := d.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if loops := LoopDevices("/sys/block", sp.Images); len(loops) > 0 {
+		t.Errorf("loop devices still attached to the images after Remove: %q", loops)
+	}
+}
