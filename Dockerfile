@@ -130,5 +130,12 @@ COPY --from=build /out/sandbox-server /out/sandbox-processapi /usr/local/bin/
 USER 1000:1000
 WORKDIR /app
 EXPOSE 8888 9090 9091
+# In a pod the server runs with --init (manifests/base), which ignores
+# SIGTERM from anyone, since it cannot tell kubelet's from a command's. The
+# container runtime sends this signal instead when kubelet stops the
+# container (containerd and CRI-O read it from the image), and SIGKILL from
+# outside the pid namespace ends its init at once: a deleted pod goes
+# within its grace period, with nothing lost (its volumes are emptyDirs).
+STOPSIGNAL SIGKILL
 ENTRYPOINT ["/usr/local/bin/sandbox-server"]
 CMD ["--addr=:8888"]
