@@ -1,0 +1,182 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxattack"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// podAttackResults holds "N/M held (runtime)" per runtime for the summary
+// line, in the order the runtimes ran.
+var podAttackResults struct {
+	mu    sync.Mutex
+	names []string
+	held  map[string]string
+}
+
+// reportPodAttacks records rt's result and rewrites the summary line.
+func reportPodAttacks(t *testing.T, rt *runtimeTarget, held, total int) {
+	podAttackResults.mu.Lock()
+	if podAttackResults.held == nil {
+		podAttackResults.held = map[string]string{}
+	}
+	if _, ok := podAttackResults.held[rt.name]; !ok {
+		podAttackResults.names = append(podAttackResults.names, rt.name)
+	}
+	podAttackResults.held[rt.name] = fmt.Sprintf("%d/%d held (%s)", held, total, rt.name)
+	var parts []string
+	for _, n := range podAttackResults.names {
+		parts = append(parts, podAttackResults.held[n])
+	}
+	podAttackResults.mu.Unlock()
+	report(t, "pod-attacks", "pod attacks: %s", strings.Join(parts, ", "))
+}
+
+// podAttacks are the commands of the pod battery: the local backend's
+// (pkg/goruntime/local, battery_test.go and pid1_test.go) aimed at the
+// runtime server, which is the pod's PID 1, and run as the server's uid.
+// /tmp/attack is sandboxattack.Main.
+func podAttacks() []string {
+	cmds := []string{
+		"kill -9 -1",
+		"kill -TERM -1",
+		// pkill -u 1000 and pkill -9 -u 1000 (every process of the pod
+		// runs as 1000; the image has no procps)
+		`for p in /proc/[0-9]*; do kill "${p#/proc/}"; done`,
+		`for p in /proc/[0-9]*; do kill -9 "${p#/proc/}"; done`,
+		"kill -STOP 1; kill -STOP -1",
+		"kill -QUIT 1",
+		"kill -ABRT 1",
+		"/tmp/attack sigqueue 1 11",
+		"/tmp/attack pidfd 1 11",
+		"/tmp/attack setsig 1 11; sleep 0.3",
+		"/tmp/attack setsig 1 9; sleep 0.3",
+		"/tmp/attack joinpgid 1 && kill -9 0",
+		"/tmp/attack cloneparent 1 9; sleep 0.3",
+		"/tmp/attack orphan 1 34; sleep 0.6",
+		"/tmp/attack ptrace 1",
+		"/tmp/attack mem 1",
+		"/tmp/attack environ 1",
+	}
+	for sig := 1; sig <= 64; sig++ {
+		cmds = append(cmds, fmt.Sprintf("kill -%d 1", sig))
+	}
+	return cmds
+}
+
+// serverStart is PID 1's start time (/proc/1/stat field 22): a restarted
+// container has a new one.
+const serverStart = "cut -d' ' -f22 /proc/1/stat"
+
+// testPodAttacks runs the pod battery in a claimed pod: after each attack
+// the runtime server (PID 1) still answers, it is the same process (start
+// time), and /app still holds the file written before; at the end the
+// runtime container has not restarted. The memory attacks must be
+// refused outright, not merely survived.
+func testPodAttacks(t *testing.T, rt *runtimeTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sb := openSandbox(ctx, t, rt, modes[1])
+	sess := goruntime.NewSession(sb, goruntime.Options{})
+	arm, err := sess.Execute(ctx, goruntime.Request{
+		Files: []goruntime.File{
+			{Path: "keep.txt", Data: []byte("kept")},
+			{Path: "attack/go.mod", Data: []byte("module attack\n\ngo 1.22\n")},
+			{Path: "attack/main.go", Data: []byte(sandboxattack.Main)},
+		},
+		Command: "cd attack && go build -o /tmp/attack . && " + serverStart,
+		Timeout: 5 * time.Minute,
+	})
+	if err != nil || arm.ExitCode != 0 {
+		t.Fatalf("build the attack program in the pod: %v %+v", err, arm)
+	}
+	start := strings.TrimSpace(arm.Stdout)
+	cmds := podAttacks()
+	held := 0
+	for _, cmd := range cmds {
+		res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
+		if err != nil {
+			t.Logf("%q: the call failed: %v", cmd, err)
+		}
+		if strings.HasPrefix(cmd, "/tmp/attack ptrace") || strings.HasPrefix(cmd, "/tmp/attack mem") || strings.HasPrefix(cmd, "/tmp/attack environ") {
+			if res == nil || !strings.HasPrefix(res.Stdout, "REFUSED ") {
+				t.Errorf("%q: %+v, want REFUSED", cmd, res)
+				continue
+			}
+		}
+		check, err := sb.Exec(ctx, goruntime.ExecRequest{Command: serverStart + " && cat keep.txt", Timeout: 30 * time.Second})
+		if err != nil {
+			t.Errorf("after %q: the next call failed: %v", cmd, err)
+			continue
+		}
+		if want := start + "\nkept"; strings.TrimSpace(check.Stdout) != want {
+			t.Errorf("after %q: PID 1 start time and keep.txt %q, want %q (the server was replaced)", cmd, check.Stdout, want)
+			start = strings.SplitN(check.Stdout, "\n", 2)[0]
+			continue
+		}
+		held++
+	}
+	pod, err := shared.c.Client.CoreV1().Pods(rt.ns).Get(ctx, sb.PodName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", sb.PodName(), err)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s of pod %s restarted %d times during the attacks", cs.Name, pod.Name, cs.RestartCount)
+			held = 0
+		}
+	}
+	reportPodAttacks(t, rt, held, len(cmds))
+}
+
+// testPodDeletionWithinGrace deletes a claimed pod the way kubelet stops
+// any pod (the pod's own terminationGracePeriodSeconds, no override) while
+// a command runs in it: the server ignores SIGTERM (--init), so the image's
+// stop signal (SIGKILL) must end it, and the pod object must be gone well
+// before the grace period, when kubelet would send SIGKILL anyway.
+func testPodDeletionWithinGrace(t *testing.T, rt *runtimeTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := openSandbox(ctx, t, rt, modes[1])
+	pod, err := shared.c.Client.CoreV1().Pods(rt.ns).Get(ctx, sb.PodName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", sb.PodName(), err)
+	}
+	grace := time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	if grace < 5*time.Second {
+		t.Fatalf("pod %s: terminationGracePeriodSeconds %v, too short to tell a stop signal from kubelet's final SIGKILL", pod.Name, grace)
+	}
+	if res := mustExec(ctx, t, sb, "(sleep 600 >/dev/null 2>&1 &); kill -TERM 1 2>&1; echo ran"); !strings.Contains(res.Stdout, "ran") {
+		t.Fatalf("start a command in the pod: %+v", res)
+	}
+	began := time.Now()
+	if err := shared.c.Client.CoreV1().Pods(rt.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", pod.Name, err)
+	}
+	for {
+		p, err := shared.c.Client.CoreV1().Pods(rt.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID {
+			break
+		}
+		if time.Since(began) > grace+30*time.Second {
+			t.Fatalf("pod %s still there %v after its deletion (grace %v): %s", pod.Name, time.Since(began).Round(time.Millisecond), grace, podSummary(rt.ns))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	gone := time.Since(began)
+	report(t, "pod-deletion-"+rt.name, "pod deletion (%s): pod gone in %.1f s (grace %d s)", rt.name, gone.Seconds(), int(grace.Seconds()))
+	if gone >= grace {
+		t.Errorf("pod %s took %v to go after its deletion, not less than its grace period %v: kubelet's stop did not end the server", pod.Name, gone.Round(time.Millisecond), grace)
+	}
+}
