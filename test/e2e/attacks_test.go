@@ -105,7 +105,9 @@ func testPodAttacks(t *testing.T, rt *runtimeTarget) {
 	cmds := podAttacks()
 	held := 0
 	for _, cmd := range cmds {
-		res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
+		callCtx, cancelCall := context.WithTimeout(ctx, 40*time.Second)
+		res, err := sb.Exec(callCtx, goruntime.ExecRequest{Command: cmd, Timeout: 20 * time.Second})
+		cancelCall()
 		if err != nil {
 			t.Logf("%q: the call failed: %v", cmd, err)
 		}
@@ -115,7 +117,9 @@ func testPodAttacks(t *testing.T, rt *runtimeTarget) {
 				continue
 			}
 		}
-		check, err := sb.Exec(ctx, goruntime.ExecRequest{Command: serverStart + " && cat keep.txt", Timeout: 30 * time.Second})
+		checkCtx, cancelCheck := context.WithTimeout(ctx, 40*time.Second)
+		check, err := sb.Exec(checkCtx, goruntime.ExecRequest{Command: serverStart + " && cat keep.txt", Timeout: 20 * time.Second})
+		cancelCheck()
 		if err != nil {
 			t.Errorf("after %q: the next call failed: %v", cmd, err)
 			continue
