@@ -35,8 +35,8 @@ type procAPI struct {
 
 	mu      sync.Mutex
 	conn    *grpc.ClientConn
-	restURL string        // http://host:port of the REST API
-	runtime string        // host:port of the runtime server
+	restURL string // http://host:port of the REST API
+	runtime string // host:port of the runtime server
 	files   *contract.Client
 	stop    chan struct{} // closes the port-forward; nil when not forwarding
 	dead    chan struct{} // closed when the port-forward ended by itself
