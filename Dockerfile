@@ -1,7 +1,8 @@
 # The go-runtime-sandbox runtime image: what runs in every agent-sandbox pod
-# (manifests/base). sandbox-server serves the runtime contract on :8888 (and
-# the sandboxd API when SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR are set,
-# through its companion sandbox-processapi);
+# (manifests/base). sandbox-podserver (sandbox-server with the sandboxd
+# process API in the same process, cmd/sandbox-podserver) serves the
+# runtime contract on :8888 and the sandboxd API when SANDBOXD_GRPC_ADDR /
+# SANDBOXD_REST_ADDR are set;
 # commands run with the Go toolchain, tar, coreutils and CA certificates at
 # hand. There is no git: modules come through GOPROXY (see "No git" below).
 #
@@ -16,7 +17,7 @@
 #
 # Layers, largest first, and what changes them: the Debian base; the Go
 # toolchain (GO_VERSION); the seeded build cache (the toolchain and the
-# seed programs in pkg/goruntime/local/internal/seed/_seed); sandbox-server
+# seed programs in pkg/goruntime/local/internal/seed/_seed); sandbox-podserver
 # (any source file), last, so a source edit rebuilds only the server and
 # that layer.
 
@@ -96,7 +97,7 @@ COPY . .
 # cache mounts on the build host), so a source edit recompiles only the
 # packages it touched.
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-server ./cmd/sandbox-processapi
+    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-podserver
 
 # --- runtime ---------------------------------------------------------------
 FROM go AS runtime
@@ -120,15 +121,22 @@ RUN groupadd --gid 1000 gopher \
 COPY --from=seed --chown=1000:1000 /cache/ /cache/
 
 # Last, so a change to the server's source rebuilds only this layer, not
-# the toolchain and the seeded cache above. sandbox-processapi, the
-# process API companion the server starts on the first connection to
-# SANDBOXD_GRPC_ADDR / SANDBOXD_REST_ADDR, must sit next to the server
-# (or SANDBOX_PROCESS_API_BIN name it): with either address set, the server
-# refuses to start without it.
-COPY --from=build /out/sandbox-server /out/sandbox-processapi /usr/local/bin/
+# the toolchain and the seeded cache above. The pod's server serves the
+# sandboxd process API itself rather than through the sandbox-processapi
+# companion: as PID 1 with --init, the API every command goes through is
+# then out of the commands' reach, where a companion could be killed or
+# stopped by them (docs/sandbox-server.md, "On Kubernetes").
+COPY --from=build /out/sandbox-podserver /usr/local/bin/
 
 USER 1000:1000
 WORKDIR /app
 EXPOSE 8888 9090 9091
-ENTRYPOINT ["/usr/local/bin/sandbox-server"]
+# In a pod the server runs with --init (manifests/base), which ignores
+# SIGTERM from anyone, since it cannot tell kubelet's from a command's. The
+# container runtime sends this signal instead when kubelet stops the
+# container (containerd and CRI-O read it from the image), and SIGKILL from
+# outside the pid namespace ends its init at once: a deleted pod goes
+# within its grace period, with nothing lost (its volumes are emptyDirs).
+STOPSIGNAL SIGKILL
+ENTRYPOINT ["/usr/local/bin/sandbox-podserver"]
 CMD ["--addr=:8888"]

@@ -68,6 +68,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		ModuleRelaySocket: "/run/x/mod.sock",
 		OSThreads:         0,
 		Init:              true,
+		InitGuard:         true,
 		LifelineFD:        3,
 	}
 	def := settings(Defaults())

@@ -47,6 +47,8 @@ type Flags struct {
 	OSThreads int64
 	// Init is --init, SANDBOX_INIT: run as a sandbox's init (Config.Init).
 	Init bool
+	// InitGuard is --init-guard, SANDBOX_INIT_GUARD (Config.InitGuard).
+	InitGuard bool
 	// LifelineFD is --lifeline-fd, SANDBOX_LIFELINE_FD: the descriptor of
 	// the lifeline pipe (Config.Lifeline); -1: none.
 	LifelineFD int64
@@ -173,8 +175,10 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	integer(&f.OSThreads, "os-threads", "SANDBOX_OS_THREADS", "threads", "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none")
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 	boolEnv(&f.Init, "init", "SANDBOX_INIT")
+	boolEnv(&f.InitGuard, "init-guard", "SANDBOX_INIT_GUARD")
 	fs.BoolVar(&f.Init, "init", f.Init, "run as the init (PID 1) of a sandbox's pid namespace whose commands share the server's uid: hold and drop every signal a command could send (SIGTERM and SIGINT no longer shut the server down; only SIGKILL from outside the namespace ends it) and make the process not dumpable (no ptrace, /proc/1/mem or /proc/1/environ for commands)"+envNote("SANDBOX_INIT"))
 	integer(&f.IdleExitSeconds, "idle-exit", "SANDBOX_IDLE_EXIT_SECONDS", "seconds", "stop once no request or command has been in flight for this many seconds (as the sandbox's init, ending the sandbox): a sandbox left behind by its owner ends on its own; GET /metrics does not count as use; 0: never")
+	fs.BoolVar(&f.InitGuard, "init-guard", f.InitGuard, "with --init, as PID 1 only: also refuse, for every command, SIGKILL and SIGSTOP aimed at PID 1 (kill, tkill, tgkill, sigqueue, F_SETSIG), joining PID 1's process group, and pidfd_send_signal (ENOSYS: programs fall back to kill). The kernel drops those for a pid namespace's init; gVisor does not (a command's kill -9 1 ends it). A pod's runtime container sets it (manifests/base); refused when the filter cannot be loaded"+envNote("SANDBOX_INIT_GUARD"))
 	integer(&f.LifelineFD, "lifeline-fd", "SANDBOX_LIFELINE_FD", "descriptors", "read end of a pipe held open by the sandbox's owner: when it reaches EOF the server exits at once (as PID 1, ending every process of the sandbox); the line \"detach\" stops the watch; -1: none")
 }
 
@@ -251,6 +255,9 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	if f.IdleExitSeconds < 0 || f.IdleExitSeconds > math.MaxInt32 {
 		return Config{}, Listeners{}, fmt.Errorf("idle-exit=%d (from %s): want a number of seconds, or 0 for never", f.IdleExitSeconds, from("idle-exit"))
 	}
+	if f.InitGuard && !f.Init {
+		return Config{}, Listeners{}, fmt.Errorf("init-guard (from %s): only with --init", from("init-guard"))
+	}
 	var lifeline *os.File
 	if f.LifelineFD >= 0 {
 		var err error
@@ -260,6 +267,7 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	}
 	cfg := Config{
 		Init:            f.Init,
+		InitGuard:       f.InitGuard,
 		Lifeline:        lifeline,
 		BaseDir:         f.BaseDir,
 		ExecTimeout:     f.ExecTimeout.D,

@@ -69,11 +69,18 @@ func initSignals() []os.Signal {
 
 // becomeInit puts this process in init mode: signals held and dropped
 // (logged at debug level) until ctx ends, and the process not dumpable.
-func becomeInit(ctx context.Context, log *slog.Logger) error {
+func becomeInit(ctx context.Context, guard bool, log *slog.Logger) error {
+	if guard && os.Getpid() != 1 {
+		return fmt.Errorf("--init-guard: this process is pid %d, not the init (PID 1) of its pid namespace; in a pod, do not share the process namespace (shareProcessNamespace)", os.Getpid())
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
 	}
-	if err := refuseForgedFaults(); err != nil {
+	if guard {
+		if err := loadInitFilter(seccomp.GuardedInitPolicy); err != nil {
+			return fmt.Errorf("--init-guard: load the seccomp filter: %w", err)
+		}
+	} else if err := loadInitFilter(seccomp.ForgedFaultPolicy); err != nil {
 		// Only on a kernel without seccomp filters, where the local
 		// backend's own filter (which needs them too) must have been
 		// relaxed on purpose.
@@ -95,12 +102,12 @@ func becomeInit(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// refuseForgedFaults installs seccomp.ForgedFaultPolicy on every thread
-// of this process (TSYNC); the commands it starts inherit it. It sets
+// loadInitFilter installs the policy policy returns on every thread of
+// this process (TSYNC); the commands it starts inherit it. It sets
 // no_new_privs, which a local sandbox (bubblewrap) and a pod with
 // allowPrivilegeEscalation: false have set already.
-func refuseForgedFaults() error {
-	p, err := seccomp.ForgedFaultPolicy()
+func loadInitFilter(policy func() (bpfseccomp.Policy, error)) error {
+	p, err := policy()
 	if err != nil {
 		return err
 	}
@@ -152,7 +159,7 @@ func shutdownSignals(ctx context.Context, cfg Config, log *slog.Logger) (context
 	var stop context.CancelFunc
 	if cfg.Init {
 		ctx, stop = context.WithCancel(ctx)
-		if err := becomeInit(ctx, log); err != nil {
+		if err := becomeInit(ctx, cfg.InitGuard, log); err != nil {
 			stop()
 			return nil, nil, err
 		}

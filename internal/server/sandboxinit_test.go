@@ -213,6 +213,22 @@ func TestBinaryInitRefusesForgedFaults(t *testing.T) {
 		p.alive(t, fmt.Sprintf("signal %d with SI_QUEUE", sig))
 	}
 
+	// The same fault signals asked for on a pipe's I/O readiness
+	// (F_SETOWN 1, F_SETSIG): the kernel sends them with si_code SI_SIGIO,
+	// a real fault to the Go runtime. Refused too; other signals are not.
+	attack := buildAttack(t)
+	for _, sig := range []int{4, 7, 8, 11} {
+		cmd := fmt.Sprintf("%s setsig 1 %d; sleep 0.2", attack, sig)
+		if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": cmd}); !strings.HasPrefix(res.Stdout, "REFUSED operation not permitted") {
+			t.Errorf("F_SETSIG of signal %d at PID 1: %+v, want REFUSED", sig, res)
+		}
+		p.alive(t, fmt.Sprintf("F_SETSIG of signal %d", sig))
+	}
+	if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": attack + " setsig 1 10; sleep 0.2"}); !strings.HasPrefix(res.Stdout, "DONE ") {
+		t.Errorf("F_SETSIG of SIGUSR1 at PID 1 under --init: %+v, want allowed (and dropped)", res)
+	}
+	p.alive(t, "F_SETSIG of SIGUSR1")
+
 	plain := startBinary(t, os.Environ())
 	if res := plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": status}); !strings.Contains(res.Stdout, "Seccomp: 0") {
 		t.Errorf("a command without --init: %q, want no seccomp filter of the server's", res.Stdout)

@@ -50,6 +50,11 @@ type Config struct {
 	// them (Serve then shuts down only when ctx ends), and makes itself
 	// not dumpable. Meant for the process's one Serve.
 	Init bool
+	// InitGuard, with Init, loads seccomp.GuardedInitPolicy instead of
+	// seccomp.ForgedFaultPolicy (--init-guard): for runtimes that do not
+	// shield a pid namespace's init from SIGKILL and SIGSTOP sent from
+	// inside (gVisor). The server must be PID 1, and the filter must load.
+	InitGuard bool
 	// Lifeline, when not nil, is the read end of a pipe whose write end
 	// the sandbox's owner holds (--lifeline-fd): EOF exits the process at
 	// once, the line "detach" stops the watch.

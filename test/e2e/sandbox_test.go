@@ -42,6 +42,8 @@ func TestRuntimes(t *testing.T) {
 			t.Run("WarmPoolPods", func(t *testing.T) { testWarmPoolPods(t, rt) })
 			t.Run("PodSecurityContext", func(t *testing.T) { testPodSecurity(t, rt) })
 			t.Run("SeedCacheFirstGoRun", func(t *testing.T) { testSeedCacheFirstGoRun(t, rt) })
+			t.Run("PodAttacks", func(t *testing.T) { testPodAttacks(t, rt) })
+			t.Run("PodDeletionWithinGrace", func(t *testing.T) { testPodDeletionWithinGrace(t, rt) })
 			t.Run("Corpus", func(t *testing.T) { testCorpus(t, rt) })
 			t.Run("NetworkPolicyRendered", func(t *testing.T) { rt.clientSideFlow(t); testNetworkPolicy(t, rt) })
 			for _, m := range modes {

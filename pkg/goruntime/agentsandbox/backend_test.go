@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,6 +192,15 @@ type router struct {
 
 	mu      sync.Mutex
 	headers []http.Header
+	paths   []string // method and path of each request, in order
+}
+
+// sawPath reports whether the runtime server got a request for method
+// and path.
+func (r *router) sawPath(methodPath string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.paths, methodPath)
 }
 
 func newRouter(t testing.TB) *router {
@@ -219,6 +229,7 @@ func newRouter(t testing.TB) *router {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.headers = append(r.headers, req.Header.Clone())
+		r.paths = append(r.paths, req.Method+" "+req.URL.Path)
 		r.mu.Unlock()
 		rs.ServeHTTP(w, req)
 	}))
@@ -263,6 +274,8 @@ func newBackend(t testing.TB, c *cluster, r *router, mod func(*Options)) *Backen
 		opts.Connectivity = ConnectivityInClusterPodIP
 		opts.ProcessGRPCPort = port(t, r.proc.GRPCAddr())
 		opts.ProcessRESTPort = port(t, r.proc.RESTAddr())
+		// ... and the runtime server, behind the fake router here.
+		opts.RuntimePort = port(t, strings.TrimPrefix(r.srv.URL, "http://"))
 	}
 	if mod != nil {
 		mod(&opts)

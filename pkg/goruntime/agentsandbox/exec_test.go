@@ -234,3 +234,46 @@ func TestExplainRPCPortForwardHint(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionFilesInOneRequest: a Session sends a call's files to the
+// runtime server's /unpack in one request where the connectivity reaches
+// the pod (in-cluster-pod-ip here), and falls back to an uploaded tar
+// that tar unpacks where it does not (router): the files land either
+// way, and bad input is refused the same way.
+func TestSessionFilesInOneRequest(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	for _, tc := range []struct {
+		conn      string
+		want, not string
+	}{
+		{ConnectivityInClusterPodIP, "POST /unpack", "POST /upload"},
+		{ConnectivityRouter, "POST /upload", "POST /unpack"},
+	} {
+		t.Run(tc.conn, func(t *testing.T) {
+			r := newRouter(t)
+			b := newBackend(t, c, r, func(o *Options) { o.Connectivity = tc.conn })
+			sb, err := b.Open(t.Context())
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			sess := goruntime.NewSession(sb, goruntime.Options{})
+			res, err := sess.Execute(t.Context(), goruntime.Request{
+				Files:   []goruntime.File{{Path: "a/b.txt", Data: []byte("one")}, {Path: "c.sh", Data: []byte("echo two"), Mode: 0o755}},
+				Command: "cat a/b.txt && ./c.sh",
+			})
+			if err != nil || res.ExitCode != 0 || res.Stdout != "onetwo\n" {
+				t.Fatalf("Execute with files: %v %+v", err, res)
+			}
+			if !r.sawPath(tc.want) || r.sawPath(tc.not) {
+				t.Errorf("files went by %v; want %q and no %q", r.paths, tc.want, tc.not)
+			}
+			_, err = sess.Execute(t.Context(), goruntime.Request{
+				Files:   []goruntime.File{{Path: "big.bin", Data: make([]byte, 2<<20)}},
+				Command: "true",
+			})
+			if !errors.Is(err, goruntime.ErrTooLarge) {
+				t.Errorf("files over the server's upload limit: %v, want ErrTooLarge", err)
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ const (
 	// runtime image serves the sandboxd API (manifests/base).
 	DefaultProcessGRPCPort = 9090
 	DefaultProcessRESTPort = 9091
+	// DefaultRuntimePort is where the runtime server serves its contract
+	// (/unpack among it) in the pod (manifests/base).
+	DefaultRuntimePort = 8888
 
 	// routerService is the Service the SDK port-forwards to; its name is
 	// fixed by agent-sandbox.
@@ -106,6 +109,11 @@ type Options struct {
 	// gRPC ProcessService and REST API; defaults DefaultProcessGRPCPort and
 	// DefaultProcessRESTPort.
 	ProcessGRPCPort, ProcessRESTPort int
+	// RuntimePort is the pod port of the runtime server, which a Session
+	// sends a call's files to in one request (its /unpack), over the same
+	// route as the sandboxd API; default DefaultRuntimePort. With
+	// ConnectivityRouter files go as an uploaded tar that tar unpacks.
+	RuntimePort int
 
 	// ClaimTTL, when positive, makes every claim expire: its
 	// spec.lifecycle.shutdownTime is set to now+ClaimTTL (shutdownPolicy
@@ -184,6 +192,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ProcessRESTPort == 0 {
 		o.ProcessRESTPort = DefaultProcessRESTPort
+	}
+	if o.RuntimePort == 0 {
+		o.RuntimePort = DefaultRuntimePort
 	}
 	o.Labels = maps.Clone(o.Labels)
 	return o

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
@@ -71,6 +73,38 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, r io.Reader) error
 	}
 	if err := s.sb.Write(ctx, name, data); err != nil {
 		return s.explain("write "+name, err)
+	}
+	return nil
+}
+
+var _ goruntime.UnpackingSandbox = (*Sandbox)(nil)
+
+// Unpack writes the files of the tar archive r under /app in one request
+// to the runtime server's /unpack (goruntime.UnpackingSandbox), streamed,
+// over the route the sandboxd API takes (Options.Connectivity, to
+// Options.RuntimePort). Errors wrap errors.ErrUnsupported when there is no
+// such route (ConnectivityRouter) or the pod's server predates /unpack
+// (a Session then uploads the archive and runs tar), ErrSandboxGone when
+// the pod cannot be reached, and what the server answered otherwise
+// (ErrPathEscape, ErrTooLarge, ...).
+func (s *Sandbox) Unpack(ctx context.Context, r io.Reader) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.proc == nil {
+		return fmt.Errorf("unpack in sandbox %s: connectivity %q reaches the runtime server through the SDK only: %w", s.id, s.b.opts.Connectivity, errors.ErrUnsupported)
+	}
+	c, err := s.proc.filesClient(ctx)
+	if err != nil {
+		return fmt.Errorf("unpack in sandbox %s: %w", s.id, err)
+	}
+	err = c.Unpack(ctx, r, nil)
+	var netErr net.Error
+	if err != nil && ctx.Err() == nil && (errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED)) {
+		return fmt.Errorf("unpack in sandbox %s: %w: %w", s.id, goruntime.ErrSandboxGone, err)
+	}
+	if err != nil {
+		return fmt.Errorf("unpack in sandbox %s: %w", s.id, err)
 	}
 	return nil
 }

@@ -5,102 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxattack"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
-
-// attackMain is a program a command builds in the sandbox and runs
-// against the runtime server (its pid is the second argument). Modes:
-// environ reads /proc/PID/environ; fd lists /proc/PID/fd; mem opens
-// /proc/PID/mem for writing and, if that works, overwrites the start of
-// the server's code; ptrace attaches with PTRACE_ATTACH; sigqueue SIG and
-// pidfd SIG send signal SIG with a forged siginfo (si_code SI_QUEUE),
-// through rt_sigqueueinfo and pidfd_send_signal. Each prints what it did
-// ("DONE ...") or why it could not ("REFUSED ...").
-const attackMain = `package main
-
-import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
-	"unsafe"
-)
-
-func main() {
-	mode, pid := os.Args[1], os.Args[2]
-	n, _ := strconv.Atoi(pid)
-	switch mode {
-	case "environ":
-		b, err := os.ReadFile("/proc/" + pid + "/environ")
-		report(err, fmt.Sprintf("read %d bytes of environ", len(b)))
-	case "fd":
-		ents, err := os.ReadDir("/proc/" + pid + "/fd")
-		report(err, fmt.Sprintf("listed %d fds", len(ents)))
-	case "mem":
-		f, err := os.OpenFile("/proc/"+pid+"/mem", os.O_RDWR, 0)
-		if err != nil {
-			report(err, "")
-			return
-		}
-		defer f.Close()
-		maps, err := os.ReadFile("/proc/" + pid + "/maps")
-		if err != nil {
-			report(err, "")
-			return
-		}
-		for _, line := range strings.Split(string(maps), "\n") {
-			if m := strings.Fields(line); len(m) >= 6 && m[1] == "r-xp" && strings.HasSuffix(m[5], "server") {
-				lo, _ := strconv.ParseUint(strings.Split(m[0], "-")[0], 16, 64)
-				_, err = f.WriteAt(make([]byte, 4096), int64(lo))
-				report(err, fmt.Sprintf("overwrote the server's code at %#x", lo))
-				return
-			}
-		}
-		report(nil, "opened mem for writing (no code mapping found)")
-	case "ptrace":
-		err := syscall.PtraceAttach(n)
-		if err == nil {
-			var ws syscall.WaitStatus
-			syscall.Wait4(n, &ws, syscall.WALL, nil)
-			syscall.PtraceDetach(n)
-		}
-		report(err, "attached with ptrace")
-	case "sigqueue", "pidfd":
-		sig, _ := strconv.Atoi(os.Args[3])
-		var info [128]byte
-		*(*int32)(unsafe.Pointer(&info[0])) = int32(sig)
-		*(*int32)(unsafe.Pointer(&info[8])) = -1 // SI_QUEUE
-		*(*int32)(unsafe.Pointer(&info[16])) = int32(os.Getpid())
-		*(*uint32)(unsafe.Pointer(&info[20])) = uint32(os.Getuid())
-		var errno syscall.Errno
-		if mode == "sigqueue" {
-			_, _, errno = syscall.RawSyscall(syscall.SYS_RT_SIGQUEUEINFO, uintptr(n), uintptr(sig), uintptr(unsafe.Pointer(&info)))
-		} else {
-			pfd, _, e := syscall.RawSyscall(434, uintptr(n), 0, 0) // pidfd_open
-			if e != 0 {
-				report(e, "")
-				return
-			}
-			_, _, errno = syscall.RawSyscall6(424, pfd, uintptr(sig), uintptr(unsafe.Pointer(&info)), 0, 0, 0) // pidfd_send_signal
-		}
-		var err error
-		if errno != 0 {
-			err = errno
-		}
-		report(err, fmt.Sprintf("sent signal %d with a forged siginfo", sig))
-	}
-}
-
-func report(err error, done string) {
-	if err != nil {
-		fmt.Println("REFUSED", err)
-		return
-	}
-	fmt.Println("DONE", done)
-}
-`
 
 // armAttacker writes keep.txt (serverIntact) and builds the attack
 // program at /tmp/attack in s.
@@ -110,7 +18,7 @@ func armAttacker(s *goruntime.Session) findings {
 		Files: []goruntime.File{
 			{Path: "keep.txt", Data: []byte("kept")},
 			{Path: "attack/go.mod", Data: []byte("module attack\n\ngo 1.22\n")},
-			{Path: "attack/main.go", Data: []byte(attackMain)},
+			{Path: "attack/main.go", Data: []byte(sandboxattack.Main)},
 		},
 		Command: "cd attack && go build -o /tmp/attack .",
 	})
@@ -199,7 +107,8 @@ func TestCommandCannotForgeFaultSignal(t *testing.T) {
 }
 
 // forgeFaultAttacks: a signal sent with a siginfo of the command's making
-// (si_code SI_QUEUE) looks like a real fault to the Go runtime; the
+// (si_code SI_QUEUE), or asked for on a pipe's I/O readiness (F_SETSIG),
+// looks like a real fault to the Go runtime; the
 // sandbox's seccomp policy and the server's own filter (which holds with
 // the former relaxed) refuse it for fault signals, and every other one
 // the server drops. s is armed (armAttacker).
@@ -219,6 +128,17 @@ func forgeFaultAttacks(s *goruntime.Session) findings {
 			if !strings.HasPrefix(res.Stdout, want) {
 				f.add("%s of signal %d: %q (stderr %q), want %q", mode, sig, res.Stdout, res.Stderr, want)
 			}
+		}
+	}
+	// A fault signal asked for on I/O readiness (F_SETSIG) arrives with
+	// si_code SI_SIGIO, a real fault to the Go runtime: refused.
+	for sig := range fault {
+		res := f.attack(s, fmt.Sprintf("/tmp/attack setsig $(pgrep -x server) %d; sleep 0.2", sig))
+		if res == nil {
+			return f
+		}
+		if !strings.HasPrefix(res.Stdout, "REFUSED operation not permitted") {
+			f.add("setsig of signal %d: %q (stderr %q), want REFUSED", sig, res.Stdout, res.Stderr)
 		}
 	}
 	return f

@@ -1,0 +1,225 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxattack"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+)
+
+// podAttackResults holds "N/M held (runtime)" per runtime for the summary
+// line, in the order the runtimes ran.
+var podAttackResults struct {
+	mu    sync.Mutex
+	names []string
+	held  map[string]string
+}
+
+// reportPodAttacks records rt's result and rewrites the summary line.
+func reportPodAttacks(t *testing.T, rt *runtimeTarget, held, total int) {
+	podAttackResults.mu.Lock()
+	if podAttackResults.held == nil {
+		podAttackResults.held = map[string]string{}
+	}
+	if _, ok := podAttackResults.held[rt.name]; !ok {
+		podAttackResults.names = append(podAttackResults.names, rt.name)
+	}
+	podAttackResults.held[rt.name] = fmt.Sprintf("%d/%d held (%s)", held, total, rt.name)
+	var parts []string
+	for _, n := range podAttackResults.names {
+		parts = append(parts, podAttackResults.held[n])
+	}
+	podAttackResults.mu.Unlock()
+	report(t, "pod-attacks", "pod attacks: %s", strings.Join(parts, ", "))
+}
+
+// podAttacks are the commands of the pod battery: the local backend's
+// (pkg/goruntime/local, battery_test.go and pid1_test.go) aimed at the
+// runtime server, which is the pod's PID 1, and run as the server's uid.
+// /tmp/attack is sandboxattack.Main.
+func podAttacks() []string {
+	cmds := []string{
+		"kill -9 -1",
+		"kill -TERM -1",
+		// pkill -u 1000 and pkill -9 -u 1000 (every process of the pod
+		// runs as 1000; the image has no procps)
+		`for p in /proc/[0-9]*; do kill "${p#/proc/}"; done`,
+		`for p in /proc/[0-9]*; do kill -9 "${p#/proc/}"; done`,
+		"kill -STOP 1; kill -STOP -1",
+		"kill -QUIT 1",
+		"kill -ABRT 1",
+		"/tmp/attack sigqueue 1 11",
+		"/tmp/attack pidfd 1 11",
+		"/tmp/attack setsig 1 11; sleep 0.3",
+		"/tmp/attack setsig 1 9; sleep 0.3",
+		"/tmp/attack joinpgid 1 && kill -9 0",
+		"/tmp/attack cloneparent 1 9; sleep 0.3",
+		"/tmp/attack orphan 1 34; sleep 0.6",
+		"/tmp/attack ptrace 1",
+		"/tmp/attack mem 1",
+		"/tmp/attack environ 1",
+	}
+	for sig := 1; sig <= 64; sig++ {
+		cmds = append(cmds, fmt.Sprintf("kill -%d 1", sig))
+	}
+	return cmds
+}
+
+// serverStart is PID 1's start time (/proc/1/stat field 22): a restarted
+// container has a new one.
+const serverStart = "cut -d' ' -f22 /proc/1/stat"
+
+// testPodAttacks runs the pod battery in a claimed pod: after each attack
+// the runtime server (PID 1) still answers, it is the same process (start
+// time), and /app still holds the file written before; at the end the
+// runtime container has not restarted. The memory attacks must be
+// refused outright, not merely survived.
+func testPodAttacks(t *testing.T, rt *runtimeTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sb := openSandbox(ctx, t, rt, modes[1])
+	sess := goruntime.NewSession(sb, goruntime.Options{})
+	arm, err := sess.Execute(ctx, goruntime.Request{
+		Files: []goruntime.File{
+			{Path: "keep.txt", Data: []byte("kept")},
+			{Path: "attack/go.mod", Data: []byte("module attack\n\ngo 1.22\n")},
+			{Path: "attack/main.go", Data: []byte(sandboxattack.Main)},
+		},
+		Command: "cd attack && go build -o /tmp/attack . && " + serverStart,
+		Timeout: 5 * time.Minute,
+	})
+	if err != nil || arm.ExitCode != 0 {
+		t.Fatalf("build the attack program in the pod: %v %+v", err, arm)
+	}
+	start := strings.TrimSpace(arm.Stdout)
+	cmds := podAttacks()
+	held := 0
+	for _, cmd := range cmds {
+		callCtx, cancelCall := context.WithTimeout(ctx, 40*time.Second)
+		res, err := sb.Exec(callCtx, goruntime.ExecRequest{Command: cmd, Timeout: 20 * time.Second})
+		cancelCall()
+		if err != nil {
+			t.Logf("%q: the call failed: %v", cmd, err)
+		}
+		if strings.HasPrefix(cmd, "/tmp/attack ptrace") || strings.HasPrefix(cmd, "/tmp/attack mem") || strings.HasPrefix(cmd, "/tmp/attack environ") {
+			if res == nil || !strings.HasPrefix(res.Stdout, "REFUSED ") {
+				t.Errorf("%q: %+v, want REFUSED", cmd, res)
+				continue
+			}
+		}
+		checkCtx, cancelCheck := context.WithTimeout(ctx, 40*time.Second)
+		check, err := sb.Exec(checkCtx, goruntime.ExecRequest{Command: serverStart + " && cat keep.txt", Timeout: 20 * time.Second})
+		cancelCheck()
+		if err != nil {
+			t.Errorf("after %q: the next call failed: %v", cmd, err)
+			continue
+		}
+		if want := start + "\nkept"; strings.TrimSpace(check.Stdout) != want {
+			t.Errorf("after %q: PID 1 start time and keep.txt %q, want %q (the server was replaced)", cmd, check.Stdout, want)
+			start = strings.SplitN(check.Stdout, "\n", 2)[0]
+			continue
+		}
+		held++
+	}
+	pod, err := shared.c.Client.CoreV1().Pods(rt.ns).Get(ctx, sb.PodName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", sb.PodName(), err)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s of pod %s restarted %d times during the attacks", cs.Name, pod.Name, cs.RestartCount)
+			held = 0
+		}
+	}
+	reportPodAttacks(t, rt, held, len(cmds))
+}
+
+// testPodDeletionWithinGrace deletes a claimed pod the way kubelet stops
+// any pod (the pod's own terminationGracePeriodSeconds, no override) while
+// a command runs in it. The server ignores SIGTERM (--init), so the image's
+// stop signal (SIGKILL) must end it: the runtime container must have ended
+// (its terminated state's finishedAt, from a watch of the pod) less than
+// the grace period after the deletion, when kubelet would send SIGKILL
+// anyway. How long the pod object took to go is reported beside it:
+// under gVisor, on a loaded node, the runtime's teardown after the
+// container ended takes seconds of its own.
+func testPodDeletionWithinGrace(t *testing.T, rt *runtimeTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb := openSandbox(ctx, t, rt, modes[1])
+	pods := shared.c.Client.CoreV1().Pods(rt.ns)
+	pod, err := pods.Get(ctx, sb.PodName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", sb.PodName(), err)
+	}
+	grace := time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	if grace < 5*time.Second {
+		t.Fatalf("pod %s: terminationGracePeriodSeconds %v, too short to tell a stop signal from kubelet's final SIGKILL", pod.Name, grace)
+	}
+	if res := mustExec(ctx, t, sb, "(sleep 600 >/dev/null 2>&1 &); kill -TERM 1 2>&1; echo ran"); !strings.Contains(res.Stdout, "ran") {
+		t.Fatalf("start a command in the pod: %+v", res)
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch pod %s: %v", pod.Name, err)
+	}
+	defer w.Stop()
+	began := time.Now()
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", pod.Name, err)
+	}
+	var ended time.Time
+	var exit int32
+	gone := func() bool {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID
+	}
+	deadline := time.After(grace + 45*time.Second)
+watch:
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				break watch
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && p.UID == pod.UID {
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.Name == "runtime" && cs.State.Terminated != nil && ended.IsZero() {
+						ended, exit = cs.State.Terminated.FinishedAt.Time, cs.State.Terminated.ExitCode
+					}
+				}
+			}
+			if ev.Type == watch.Deleted {
+				break watch
+			}
+		case <-deadline:
+			t.Fatalf("pod %s still there %v after its deletion (grace %v): %s", pod.Name, time.Since(began).Round(time.Millisecond), grace, podSummary(rt.ns))
+		}
+	}
+	for !gone() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	goneAfter := time.Since(began)
+	if ended.IsZero() {
+		t.Fatalf("pod %s went in %v without a terminated state of its runtime container on the watch", pod.Name, goneAfter.Round(time.Millisecond))
+	}
+	// finishedAt has whole seconds: compare with the deletion's second.
+	endedAfter := ended.Sub(began.Truncate(time.Second))
+	report(t, "pod-deletion-"+rt.name, "pod deletion (%s): server ended in %d s (exit %d), pod gone in %.1f s (grace %d s)",
+		rt.name, int(endedAfter.Seconds()), exit, goneAfter.Seconds(), int(grace.Seconds()))
+	if endedAfter >= grace {
+		t.Errorf("pod %s: its server ended %v after the deletion, not less than the grace period %v: kubelet's stop signal did not end it", pod.Name, endedAfter, grace)
+	}
+}
