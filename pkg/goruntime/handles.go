@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -169,6 +170,17 @@ func (spec HandleSpec) Validate() error {
 		return fmt.Errorf("handle TTL %s: at least %s", spec.TTL, MinHandleTTL)
 	}
 	return CheckLabels(spec.Labels)
+}
+
+// SortHandles sorts hs as ListHandles returns them: oldest first, then
+// by ID.
+func SortHandles(hs []Handle) {
+	slices.SortFunc(hs, func(x, y Handle) int {
+		if c := x.Created.Compare(y.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
 }
 
 // HandleNotFound is the one error for an owner's handle that is missing,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,12 +168,7 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 			out = append(out, h)
 		}
 	}
-	slices.SortFunc(out, func(x, y goruntime.Handle) int {
-		if c := x.Created.Compare(y.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
+	goruntime.SortHandles(out)
 	return out, nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -121,12 +119,7 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(x, y goruntime.Handle) int {
-		if c := x.Created.Compare(y.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
+	goruntime.SortHandles(out)
 	return out, nil
 }
 

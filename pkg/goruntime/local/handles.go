@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -222,12 +221,7 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 		}
 		out = append(out, rec.handle(fi.ModTime()))
 	}
-	slices.SortFunc(out, func(x, y goruntime.Handle) int {
-		if c := x.Created.Compare(y.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
+	goruntime.SortHandles(out)
 	return out, nil
 }
 
