@@ -12,24 +12,12 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi/apiconfig"
 )
 
 func main() {
-	os.Exit(server.MainWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv, serveProcessAPI))
-}
-
-// serveProcessAPI is the server.ProcessAPIFunc that serves the process API
-// in this process.
-func serveProcessAPI(ctx context.Context, c apiconfig.Config) (io.Closer, error) {
-	srv, err := processapi.Start(ctx, c)
-	if err != nil {
-		return nil, err // not a nil *processapi.Server in a non-nil Closer
-	}
-	return srv, nil
+	os.Exit(server.MainWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv, processapi.Serve))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -36,6 +37,16 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
+}
+
+// Serve starts the process API in this process, as a
+// server.ProcessAPIFunc (a re-executed program's, the pod server's).
+func Serve(ctx context.Context, cfg Config) (io.Closer, error) {
+	srv, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err // not a nil *Server in a non-nil Closer
+	}
+	return srv, nil
 }
 
 // Start listens on the configured addresses and serves until ctx ends or

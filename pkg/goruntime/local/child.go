@@ -2,12 +2,10 @@ package local
 
 import (
 	"context"
-	"io"
 	"os"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/processapi/apiconfig"
 )
 
 // ServeIfChild turns this process into the sandbox's runtime server when
@@ -29,14 +27,5 @@ func ServeIfChild() {
 	}
 	// Commands run by the server must not see the marker.
 	os.Unsetenv(childEnv)
-	os.Exit(server.MainWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv, serveProcessAPI))
-}
-
-// serveProcessAPI is the server.ProcessAPIFunc of a re-executed program.
-func serveProcessAPI(ctx context.Context, c apiconfig.Config) (io.Closer, error) {
-	srv, err := processapi.Start(ctx, c)
-	if err != nil {
-		return nil, err // not a nil *processapi.Server in a non-nil Closer
-	}
-	return srv, nil
+	os.Exit(server.MainWith(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv, processapi.Serve))
 }
