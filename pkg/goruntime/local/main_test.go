@@ -137,6 +137,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 //	rootless-plain: as a user other than root, open a sandbox and report
 //	            whose its files are (rootlesshelper_test.go).
+//	subid-squat: as a user with subordinate ids, New and print whether it
+//	            refused (subidsquat_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -152,6 +154,8 @@ func runHelper(mode string) int {
 		return handleHelper(ctx, opts)
 	case "rootless-plain":
 		return rootlessPlainHelper(ctx, opts)
+	case "subid-squat":
+		return squatHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {
