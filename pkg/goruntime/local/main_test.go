@@ -140,6 +140,11 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 //	rootless-plain: as a user other than root, open a sandbox and report
 //	            whose its files are (rootlesshelper_test.go).
+//	subid-squat: as a user with subordinate ids, New and print whether it
+//	            refused (subidsquat_test.go).
+//	subid-takeover: as a user with subordinate ids, open a sandbox, wait,
+//	            open another, and print whose their files are
+//	            (subidtakeover_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -155,6 +160,10 @@ func runHelper(mode string) int {
 		return handleHelper(ctx, opts)
 	case "rootless-plain":
 		return rootlessPlainHelper(ctx, opts)
+	case "subid-squat":
+		return squatHelper(ctx, opts)
+	case "subid-takeover":
+		return takeoverHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {
