@@ -151,6 +151,12 @@ func (b *Backend) setupProtections() error {
 			s, _, _ := findSubIDs()
 			b.subIDs = &s
 		case StatusRelaxed:
+		case StatusUnavailable:
+			if p.Required {
+				problems = append(problems, fmt.Sprintf("host uid per sandbox unavailable: %s; fix: %s", p.Detail, p.Fix))
+				break
+			}
+			fallthrough
 		default:
 			o.Logger.Info("local backend: sandboxes run as your uid, not as subordinate uids of their own", "why", p.Detail, "fix", p.Fix)
 		}

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
@@ -109,7 +110,12 @@ func (s subIDs) leases() string { return filepath.Join(s.root, "uids") }
 
 // prepareRoot makes s.root and its disk directory, or checks that they
 // are this user's own directories (not symlinks: /tmp is everyone's, and
-// a directory someone else made there is refused, naming it).
+// a directory someone else made there is refused, naming it), and marks
+// them used now (a /tmp cleaner removes what looks unused). Every
+// sandbox start calls it again before it leases a uid: /tmp's sticky bit
+// keeps others from renaming or removing a directory of ours, so a name
+// that checks out now stays ours for the start; one that was removed
+// (by a cleaner, or by the user) and remade by someone else is refused.
 func (s subIDs) prepareRoot() error {
 	for _, d := range []string{s.root, s.diskDir()} {
 		if err := os.Mkdir(d, 0o711); err != nil && !os.IsExist(err) {
@@ -126,12 +132,17 @@ func (s subIDs) prepareRoot() error {
 		if err := os.Chmod(d, 0o711); err != nil {
 			return fmt.Errorf("check %s: %w", d, err)
 		}
+		now := time.Now()
+		_ = os.Chtimes(d, now, now)
 	}
 	return nil
 }
 
 // alloc leases the sandbox in dir a uid and the gid at the same offset.
 func (s subIDs) alloc(dir string) (uid, gid int, err error) {
+	if err := s.prepareRoot(); err != nil {
+		return 0, 0, err
+	}
 	uid, err = hostuid.Alloc(s.leases(), dir, s.uid, s.count, sandboxAlive)
 	if err != nil {
 		return 0, 0, fmt.Errorf("subordinate uids (%s): %w: close some", subUIDFile, err)
@@ -175,7 +186,9 @@ func (b *Backend) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
 // checkSubIDs is the host-uid protection of a backend that is not root:
 // active when sandboxes get subordinate ids of their own (which needs a
 // memory disk, memoryDisk), else why not and what would add them. It is
-// not required: without subordinate ids sandboxes run as the user.
+// not required: without subordinate ids, or with helpers that fail,
+// sandboxes run as the user. It is when the ids are there but the
+// directory they need in /tmp is someone else's.
 func checkSubIDs(ctx context.Context, o Options, memoryDisk bool) Protection {
 	p := Protection{Name: ProtHostUID, Status: StatusNotApplicable}
 	mine := fmt.Sprintf("sandboxes run as your uid %d (uid 1000 inside maps to it), and the files they write are yours", os.Geteuid())
@@ -193,7 +206,11 @@ func checkSubIDs(ctx context.Context, o Options, memoryDisk bool) Protection {
 		return p
 	}
 	if err := s.prepareRoot(); err != nil {
-		p.Status, p.Detail, p.Fix = StatusUnavailable, mine+": "+err.Error(), "remove it, or relax Options.Relax.HostUID"
+		// Someone else's directory where ours must be is refused, not
+		// worked around: falling back to the user's uid would let any
+		// local user switch the protection off by making it.
+		p.Required = true
+		p.Status, p.Detail, p.Fix = StatusUnavailable, err.Error(), "remove it (as root if it is not yours), or relax Options.Relax.HostUID to run sandboxes as your uid"
 		return p
 	}
 	if err := s.try(ctx); err != nil {
