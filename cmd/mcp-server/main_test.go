@@ -59,23 +59,29 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// prepareSeed builds the seed build cache of the default state directory,
-// which the servers the tests start use, before any test runs: a fresh
+// prepareSeed builds the seed build cache before any test runs: a fresh
 // machine's build takes minutes (more beside other packages' tests), and
 // would otherwise count against the first scenario's deadline. A backend
 // that cannot start here leaves it to the tests, which then fail with
-// the reason.
+// the reason. Both state directories the tests use get one: the default
+// (servers started without --state-dir) and $LOCAL_TEST_STATE_DIR (the
+// handle tests', shared with other packages under make unit).
 func prepareSeed() {
-	b, err := local.New(local.Options{Relax: localtest.Here()})
-	if err != nil {
-		return
+	for _, dir := range []string{"", os.Getenv("LOCAL_TEST_STATE_DIR")} {
+		b, err := local.New(local.Options{StateDir: dir, Relax: localtest.Here()})
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		if err := b.Prepare(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "prepare the seed build cache:", err)
+		}
+		cancel()
+		_ = b.Close(context.Background())
+		if os.Getenv("LOCAL_TEST_STATE_DIR") == "" {
+			return
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	if err := b.Prepare(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "prepare the seed build cache:", err)
-	}
-	_ = b.Close(context.Background())
 }
 
 // serverArgs are args after the flags the local backend needs here
