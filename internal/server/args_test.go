@@ -69,6 +69,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		OSThreads:         0,
 		Init:              true,
 		InitGuard:         true,
+		IdleExitSeconds:   1800,
 		LifelineFD:        3,
 	}
 	def := settings(Defaults())
