@@ -30,33 +30,6 @@ const (
 	rootlessSubIDs = 1_800_000_000
 )
 
-// rootlessEtc writes, in a directory under dir, the passwd file (the
-// host's with an account for rootlessUID) and the subordinate id files
-// the rootless helper runs with: subids grants it rootlessSubIDs, none
-// grants nothing.
-func rootlessEtc(t *testing.T, dir string) string {
-	t.Helper()
-	etc := filepath.Join(dir, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	passwd, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passwd = fmt.Appendf(passwd, "grs-rootless:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", rootlessUID, rootlessUID)
-	for name, body := range map[string][]byte{
-		"passwd": passwd,
-		"subids": fmt.Appendf(nil, "grs-rootless:%d:65536\n", rootlessSubIDs),
-		"none":   nil,
-	} {
-		if err := os.WriteFile(filepath.Join(etc, name), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return etc
-}
-
 // lineField is the number after word on out's line "word N", or -1.
 func lineField(out, word string) int {
 	for line := range strings.Lines(out) {
@@ -80,80 +53,23 @@ func lineField(out, word string) int {
 // most 32 ptys; and runs the attacker battery (rootlessBattery) in two
 // sandboxes, each attack reported as held or with its findings.
 func TestRootlessLimits(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to delegate cgroups and to run the backend as another user")
-	}
-	groups, err := local.DelegateCgroups(rootlessUID, rootlessUID)
-	if err != nil {
-		t.Fatalf("delegate cgroups to uid %d: %v", rootlessUID, err)
-	}
-	t.Cleanup(func() {
-		for _, g := range groups {
-			// Empty once the helper's sandboxes are gone.
-			if err := os.Remove(g); err != nil {
-				t.Errorf("remove the delegated group: %v", err)
-			}
-		}
-	})
-	// The helper runs a copy of this test binary and the server from a
-	// directory that uid can read, with a state directory of its own in
-	// a HOME closed to others, as a user's is.
 	setup := time.Now()
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes both 0700
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []string{os.Args[0], serverPath, filepath.Join(filepath.Dir(serverPath), "sandbox-processapi")} {
-		copyExecutable(t, src, filepath.Join(bin, filepath.Base(src)))
-	}
-	hostile := filepath.Join(bin, "hostile")
+	u := newAsUser(t, rootlessUID, "grs-rootless", rootlessSubIDs, true)
+	hostile := filepath.Join(u.bin, "hostile")
 	if err := os.WriteFile(hostile, buildHostileServer(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	home := filepath.Join(dir, "home")
-	state := filepath.Join(home, "state")
-	for _, d := range []string{home, state} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, rootlessUID, rootlessUID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	shareSeed(t, filepath.Join(state, "seed"))
-	if err := os.Chmod(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	etc := rootlessEtc(t, dir)
 	// With subordinate ids the module proxy's socket takes another way
 	// into the sandbox: the helper downloads a module when this host can.
 	modules := moduleProxyProblem(t) == ""
 	t.Logf("setup (binaries copied, the hostile server built, the seed shared): %s", time.Since(setup).Round(100*time.Millisecond))
 	helper := func(mode string, subIDs bool) string {
 		t.Helper()
-		// The helper runs in a mount namespace of its own where the user
-		// has an account and, with subIDs, subordinate ids (etc's files
-		// bound over the host's), and becomes the user there.
-		wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/$2" /etc/subuid && mount --bind "$1/$2" /etc/subgid && shift 2 && exec "$@"`
-		grants := "subids"
-		if !subIDs {
-			grants = "none"
-		}
-		id := strconv.Itoa(rootlessUID)
-		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", etc, grants,
-			"setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--", filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
-		cmd.Dir = home
-		cmd.Env = []string{helperEnv + "=" + mode, "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
-			"LOCAL_TEST_STATE_DIR=" + state, "LOCAL_TEST_HOSTILE=" + hostile, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		env := []string{"LOCAL_TEST_HOSTILE=" + hostile}
 		if modules {
-			cmd.Env = append(cmd.Env, "LOCAL_TEST_ROOTLESS_MODULES=1", "GOPROXY="+goEnv(t, "GOPROXY"))
+			env = append(env, "LOCAL_TEST_ROOTLESS_MODULES=1", "GOPROXY="+goEnv(t, "GOPROXY"))
 		}
+		cmd := u.command(mode, subIDs, env...)
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		t.Logf("the backend as uid %d (%s, subordinate ids: %v), %s:\n%s", rootlessUID, mode, subIDs, time.Since(start).Round(100*time.Millisecond), out)

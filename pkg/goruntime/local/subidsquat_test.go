@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -27,19 +24,8 @@ const squatUID = 65531
 // Without the refusal any local user can switch off another user's
 // per-sandbox host uids by making one directory.
 func TestSubIDRootSquatted(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make another user's directory and to run the backend as a user")
-	}
-	groups, err := local.DelegateCgroups(squatUID, squatUID)
-	if err != nil {
-		t.Fatalf("delegate cgroups to uid %d: %v", squatUID, err)
-	}
-	t.Cleanup(func() {
-		for _, g := range groups {
-			_ = os.Remove(g)
-		}
-	})
-	squat := filepath.Join("/tmp", "go-runtime-sandbox-"+strconv.Itoa(squatUID))
+	u := newAsUser(t, squatUID, "grs-squat", rootlessSubIDs+65536, false)
+	squat := subIDRootOf(squatUID)
 	if err := os.RemoveAll(squat); err != nil {
 		t.Fatal(err)
 	}
@@ -54,52 +40,7 @@ func TestSubIDRootSquatted(t *testing.T) {
 	if err := os.Chown(squat, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes both 0700
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []string{os.Args[0], serverPath, filepath.Join(filepath.Dir(serverPath), "sandbox-processapi")} {
-		copyExecutable(t, src, filepath.Join(bin, filepath.Base(src)))
-	}
-	state := filepath.Join(dir, "state")
-	if err := os.Mkdir(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(state, squatUID, squatUID); err != nil {
-		t.Fatal(err)
-	}
-	etc := filepath.Join(dir, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	passwd, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passwd = fmt.Appendf(passwd, "grs-squat:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", squatUID, squatUID)
-	if err := os.WriteFile(filepath.Join(etc, "passwd"), passwd, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(etc, "subids"), fmt.Appendf(nil, "grs-squat:%d:65536\n", rootlessSubIDs+65536), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// As in TestRootlessLimits: the user has an account and subordinate
-	// ids in a mount namespace of the helper's own.
-	wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/subids" /etc/subuid && mount --bind "$1/subids" /etc/subgid && shift && exec "$@"`
-	id := strconv.Itoa(squatUID)
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", etc,
-		"setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--", filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
-	cmd.Dir = state
-	cmd.Env = []string{helperEnv + "=subid-squat", "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
-		"LOCAL_TEST_STATE_DIR=" + state, "HOME=" + state, "PATH=" + os.Getenv("PATH")}
+	cmd := u.command("subid-squat", true)
 	out, err := cmd.CombinedOutput()
 	t.Logf("the backend as uid %d with %s made by uid 65534:\n%s", squatUID, squat, out)
 	if err != nil {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,71 +28,13 @@ const takeoverUID = 65530
 // a uid of its own and the user leaves nothing in the other user's
 // directory.
 func TestSubIDRootTakenOver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make another user's directory and to run the backend as a user")
-	}
-	groups, err := local.DelegateCgroups(takeoverUID, takeoverUID)
-	if err != nil {
-		t.Fatalf("delegate cgroups to uid %d: %v", takeoverUID, err)
-	}
-	t.Cleanup(func() {
-		for _, g := range groups {
-			_ = os.Remove(g)
-		}
-	})
-	root := filepath.Join("/tmp", "go-runtime-sandbox-"+strconv.Itoa(takeoverUID))
+	u := newAsUser(t, takeoverUID, "grs-takeover", rootlessSubIDs+2*65536, true)
+	root := subIDRootOf(takeoverUID)
 	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes both 0700
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []string{os.Args[0], serverPath, filepath.Join(filepath.Dir(serverPath), "sandbox-processapi")} {
-		copyExecutable(t, src, filepath.Join(bin, filepath.Base(src)))
-	}
-	home := filepath.Join(dir, "home")
-	state := filepath.Join(home, "state")
-	for _, d := range []string{home, state} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, takeoverUID, takeoverUID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	shareSeed(t, filepath.Join(state, "seed"))
-	etc := filepath.Join(dir, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	passwd, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passwd = fmt.Appendf(passwd, "grs-takeover:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", takeoverUID, takeoverUID)
-	if err := os.WriteFile(filepath.Join(etc, "passwd"), passwd, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(etc, "subids"), fmt.Appendf(nil, "grs-takeover:%d:65536\n", rootlessSubIDs+2*65536), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/subids" /etc/subuid && mount --bind "$1/subids" /etc/subgid && shift && exec "$@"`
-	id := strconv.Itoa(takeoverUID)
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", etc,
-		"setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--", filepath.Join(bin, filepath.Base(os.Args[0])), "-test.run=^$")
-	cmd.Dir = home
-	cmd.Env = []string{helperEnv + "=subid-takeover", "LOCAL_TEST_SERVER=" + filepath.Join(bin, "sandbox-server"),
-		"LOCAL_TEST_STATE_DIR=" + state, "HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	cmd := u.command("subid-takeover", true)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
