@@ -178,6 +178,12 @@ func applyMCPServer(ctx context.Context, t *testing.T, ns string, tokens map[str
 	}
 	host, port, _ := net.SplitHostPort(c.InClusterAPI)
 	dir := t.TempDir()
+	// kustomize takes a base outside the kustomization's root only by a
+	// relative path.
+	base, err := filepath.Rel(dir, filepath.Join(shared.repo, "manifests", "mcp-server"))
+	if err != nil {
+		return err
+	}
 	kust := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -206,7 +212,7 @@ patches:
               - name: sa
                 secret:
                   secretName: mcp-server-sa
-`, filepath.Join(shared.repo, "manifests", "mcp-server"), host, port)
+`, base, host, port)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 		return err
 	}
