@@ -128,7 +128,22 @@ func TestMCPServerService(t *testing.T) {
 	if slices.Contains(served, victim) || len(served) == 0 {
 		t.Errorf("calls after the loss went to %v (the deleted replica: %s)", served, victim)
 	}
-	t.Logf("calls after the loss served by %v", served)
+	// The Deployment's replacement may be ready by now and take a call;
+	// the surviving replica, ready all along, takes at least one.
+	survivor := ""
+	for _, p := range pods {
+		if p != victimPod {
+			survivor = p
+		}
+	}
+	var names []string
+	for _, ip := range served {
+		names = append(names, podOfIP(ctx, t, ns, ip))
+	}
+	if !slices.Contains(names, survivor) {
+		t.Errorf("no call after the loss was served by the surviving replica %s: %v", survivor, names)
+	}
+	t.Logf("calls after the loss served by %v (surviving replica: %s)", names, survivor)
 
 	// Another principal: the ID answers as a missing one does.
 	missing := randHex(t)
