@@ -41,7 +41,7 @@ type inflight struct {
 	// stateless: every call's sandbox is a handle (Config.Stateless).
 	stateless bool
 	stopping  context.Context
-	stop     context.CancelCauseFunc
+	stop      context.CancelCauseFunc
 
 	mu      sync.Mutex
 	running int
