@@ -99,6 +99,25 @@ COPY . .
 RUN --mount=type=cache,target=/root/.cache/go-build \
     go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-podserver
 
+# --- mcp-server: the MCP front end as a Kubernetes Deployment ---------------
+# A separate target (buildah bud --target mcp-server, docker build --target
+# mcp-server): the static mcp-server on scratch with the CA bundle, as
+# manifests/mcp-server runs it with --backend=agent-sandbox. No shell, no
+# toolchain: it runs no code itself (the sandboxes do), so the image holds
+# one file besides the certificates. UID 65532, nothing written to its
+# root file system (the Deployment mounts it read-only).
+FROM build AS mcp-build
+RUN --mount=type=cache,target=/root/.cache/go-build \
+    go build -trimpath -ldflags="-s -w" -o /out/mcp-server ./cmd/mcp-server
+
+FROM scratch AS mcp-server
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=mcp-build /out/mcp-server /mcp-server
+USER 65532:65532
+EXPOSE 8931 9464
+ENTRYPOINT ["/mcp-server"]
+CMD ["--help"]
+
 # --- runtime ---------------------------------------------------------------
 FROM go AS runtime
 # No git: the go command fetches modules through GOPROXY (the default

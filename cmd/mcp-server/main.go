@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		httpAddr    = fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8931) instead of stdio; one sandbox per MCP session")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 		showVersion = fs.Bool("version", false, "print the version and exit")
-		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; empty: off")
+		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; and the probes GET /healthz (the process serves) and GET /readyz (200 while it takes calls, 503 once it is shutting down); empty: off")
 		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth); its principal is named \""+mcphttp.DefaultPrincipal+"\"")
 		tokensFile  = fs.String("auth-tokens-file", "", "http: named principals, a file of name:token lines (# comments; tokens of 16 bytes or more): a request's principal is the name of its token, and the sandboxes it creates (create_sandbox) are that principal's alone; with --auth-token-file, both are accepted")
 	)
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 			fmt.Fprintf(stderr, "mcp-server: --metrics-addr=%s: %v\n", *metricsAddr, err)
 			return 1
 		}
-		stopMetrics := serveMetrics(mln, srv.MetricsHandler(), log)
+		stopMetrics := serveMetrics(mln, srv.MetricsHandler(), func() bool { return ctx.Err() == nil }, log)
 		defer stopMetrics()
 		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
@@ -186,10 +186,24 @@ func checkFlags(cfg mcpserver.Config, httpAddr string) error {
 	return cfg.Validate()
 }
 
-// serveMetrics serves h at /metrics on ln until the returned func is called.
-func serveMetrics(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+// serveMetrics serves h at /metrics on ln until the returned func is
+// called, beside the probes a Deployment points at: /healthz answers 200
+// while the process serves; /readyz answers 200 while ready() (the server
+// takes calls) and 503 after, so a replica that is shutting down leaves
+// its Service's endpoints before its listener closes.
+func serveMetrics(ln net.Listener, h http.Handler, ready func() bool, log *slog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {

@@ -10,6 +10,8 @@
 #   pause     the pod sandbox image: test/e2e/images/pause, static, on scratch.
 #   router    the agent-sandbox sandbox-router binary (build-tools.sh) on scratch.
 #   runtime   `buildah bud --pull=never` of the repository's Dockerfile, unchanged.
+#   mcp-server the same Dockerfile's `mcp-server` target (manifests/mcp-server);
+#             its build stage is the runtime's, so it reuses those layers.
 #
 # Every image is keyed by what goes into it (suite and Go version; the pause
 # source; the router binary; the Dockerfile and every file of its build
@@ -153,13 +155,18 @@ context_files() {
 		LC_ALL=C sort
 }
 
-build_runtime() {
-	local key ref tar start
-	key="$( {
+# context_key: what a build of the Dockerfile depends on.
+context_key() {
+	{
 		echo "$suite $go_version"
 		cat "$repo/Dockerfile" "$repo/.dockerignore"
 		(cd "$repo" && context_files | while read -r f; do [[ -f $f ]] && sha256sum "$f"; done)
-	} | sha256sum | cut -c1-16)"
+	} | sha256sum | cut -c1-16
+}
+
+build_runtime() {
+	local key ref tar start
+	key="$1"
 	ref="docker.io/library/go-runtime-sandbox:dev"
 	tar="$images/runtime-$key.tar"
 	if [[ ! -f $tar ]]; then
@@ -181,8 +188,32 @@ build_runtime() {
 	echo "runtime $tar $ref $(cat "$tar.seconds") $(cat "$tar.mb")"
 }
 
+# The mcp-server target: built after the runtime, from the same cached
+# build stage. The tag is the one manifests/mcp-server names.
+build_mcp() {
+	local key="$1" ref tar start
+	ref="docker.io/library/go-runtime-sandbox-mcp:dev"
+	tar="$images/mcp-server-$key.tar"
+	if [[ ! -f $tar ]]; then
+		start=$(date +%s)
+		"${bah[@]}" bud --pull=never --network host --layers --isolation oci --target mcp-server \
+			--signature-policy "$policy" -f "$repo/Dockerfile" -t "$ref" "$repo" >"$store/bud-mcp.log" 2>&1 ||
+			{ log "buildah bud --target mcp-server failed; see $store/bud-mcp.log"; tail -30 "$store/bud-mcp.log" >&2; exit 1; }
+		local built=$(($(date +%s) - start))
+		export_image "$ref" "$tar"
+		du -m "$tar" | cut -f1 >"$tar.mb"
+		echo "$built" >"$tar.seconds"
+		find "$images" -maxdepth 1 -name 'mcp-server-*.tar' -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- |
+			while read -r old; do rm -f "$old" "$old.seconds" "$old.mb"; done
+		log "mcp-server image $ref built in $built s ($(cat "$tar.mb") MB)"
+	fi
+	echo "mcp-server $tar $ref $(cat "$tar.seconds") $(cat "$tar.mb")"
+}
+
 build_base
 [[ $router_bin == --base ]] && exit 0
 build_pause
 build_router
-build_runtime
+key="$(context_key)"
+build_runtime "$key"
+build_mcp "$key"

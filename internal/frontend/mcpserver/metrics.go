@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	vm "github.com/VictoriaMetrics/metrics"
@@ -28,6 +29,8 @@ type metrics struct {
 	openTime  *metricfamily.Family // outcome
 	open      *metricfamily.Family
 	openCount func() int
+	calling   *metricfamily.Family
+	inFlight  atomic.Int64
 }
 
 var latencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -44,6 +47,10 @@ func newMetrics(open func() int) *metrics {
 		openCount: open,
 	}
 	m.open.Set.NewGauge(m.open.Name, func() float64 { return float64(m.openCount()) })
+	// The replica's load in any mode (with --stateless no sandbox stays
+	// open between calls): the metric an HPA scales on (docs/kubernetes.md).
+	m.calling = metricfamily.New("mcp_tool_calls_in_flight", "Tool calls being served now.", "gauge")
+	m.calling.Set.NewGauge(m.calling.Name, func() float64 { return float64(m.inFlight.Load()) })
 	return m
 }
 
@@ -59,7 +66,9 @@ func (m *metrics) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			tool = "unknown" // bound the label's values
 		}
 		start := time.Now()
+		m.inFlight.Add(1)
 		res, err := next(ctx, method, req)
+		m.inFlight.Add(-1)
 		m.callTime.Set.GetOrCreatePrometheusHistogramExt(m.callTime.Sample("tool", tool), latencyBuckets).UpdateDuration(start)
 		outcome := callOK
 		if err != nil {
@@ -85,7 +94,7 @@ func (s *Server) MetricsHandler() http.Handler {
 	m := s.metrics
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", metricfamily.ContentType)
-		for _, f := range []*metricfamily.Family{m.calls, m.callTime, m.open, m.openTime} {
+		for _, f := range []*metricfamily.Family{m.calls, m.callTime, m.calling, m.open, m.openTime} {
 			f.Write(w)
 		}
 		vm.WriteProcessMetrics(w)

@@ -75,3 +75,32 @@ func TestEveryToolIsKnownToMetrics(t *testing.T) {
 		}
 	}
 }
+
+// mcp_tool_calls_in_flight counts the calls being served, the load an
+// HPA scales on; it goes back to 0 when they end, errors included.
+func TestMetricsCallsInFlight(t *testing.T) {
+	s, _ := newTestServer(t, Config{})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	h := s.metrics.middleware(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		entered <- struct{}{}
+		<-release
+		return nil, context.Canceled
+	})
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "run_go_code"}}
+	done := make(chan struct{}, 2)
+	for range 2 {
+		go func() { _, _ = h(context.Background(), "tools/call", req); done <- struct{}{} }()
+	}
+	<-entered
+	<-entered
+	if v := scrape(t, s, "mcp_tool_calls_in_flight", ""); v != 2 {
+		t.Errorf("in flight during two calls = %v, want 2", v)
+	}
+	close(release)
+	<-done
+	<-done
+	if v := scrape(t, s, "mcp_tool_calls_in_flight", ""); v != 0 {
+		t.Errorf("in flight after the calls = %v, want 0", v)
+	}
+}

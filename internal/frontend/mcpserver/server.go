@@ -74,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 		SupportedProtocolVersions: protocolVersions(cfg.Stateless),
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
-	s.calls = newInflight()
+	s.calls = newInflight(cfg.Stateless)
 	// Outermost first: metrics see the answer a stopped call gets.
 	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware)
 	s.addTools()

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -25,24 +26,31 @@ const (
 // errShuttingDown is the cause of a tool call stopped by shutdown.
 var errShuttingDown = errors.New("mcp-server is shutting down")
 
-// shutdownMessage is the answer of a tool call stopped by shutdown.
-const shutdownMessage = "mcp-server is shutting down (it received SIGINT or SIGTERM): this call was stopped before it finished, and its command, if one ran, was killed. Files written by earlier calls are gone unless the server runs with --persistent."
+// The answers of a tool call stopped by shutdown: in the session's own
+// sandbox, which ends with the server, or in a handle's (the call named a
+// sandbox_id, or --stateless made one), which outlives it.
+const (
+	shutdownMessage       = "mcp-server is shutting down (it received SIGINT or SIGTERM): this call was stopped before it finished, and its command, if one ran, was killed. Files written by earlier calls are gone unless the server runs with --persistent."
+	shutdownHandleMessage = "mcp-server is shutting down (it received SIGINT or SIGTERM): this call was stopped before it finished, and its command, if one ran, was killed. The sandbox and the files of earlier calls remain: call again with the same sandbox_id (another replica, or this server once restarted, serves it; list_sandboxes lists yours)."
+)
 
 // inflight tracks the tool calls running, so that a server told to stop
 // can stop them and let each send its answer (an error saying why)
 // before the connection closes, instead of leaving the client waiting.
 type inflight struct {
-	stopping context.Context
-	stop     context.CancelCauseFunc
+	// stateless: every call's sandbox is a handle (Config.Stateless).
+	stateless bool
+	stopping  context.Context
+	stop      context.CancelCauseFunc
 
 	mu      sync.Mutex
 	running int
 	idle    chan struct{} // closed when running drops to 0; nil while 0
 }
 
-func newInflight() *inflight {
+func newInflight(stateless bool) *inflight {
 	ctx, stop := context.WithCancelCause(context.Background())
-	return &inflight{stopping: ctx, stop: stop}
+	return &inflight{stateless: stateless, stopping: ctx, stop: stop}
 }
 
 // middleware runs each tools/call with a context that ends when the server
@@ -54,8 +62,9 @@ func (f *inflight) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		f.begin()
 		defer f.end()
+		durable := f.stateless || namesSandbox(req)
 		if f.stopping.Err() != nil {
-			return stoppedResult(), nil
+			return stoppedResult(durable), nil
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -63,14 +72,30 @@ func (f *inflight) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		defer unwatch()
 		res, err := next(ctx, method, req)
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
-			return stoppedResult(), nil
+			return stoppedResult(durable), nil
 		}
 		return res, err
 	}
 }
 
-func stoppedResult() *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: shutdownMessage}}}
+func stoppedResult(durable bool) *mcp.CallToolResult {
+	text := shutdownMessage
+	if durable {
+		text = shutdownHandleMessage
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// namesSandbox reports whether a tools/call names a sandbox_id.
+func namesSandbox(req mcp.Request) bool {
+	call, ok := req.(*mcp.CallToolRequest)
+	if !ok || call.Params == nil || len(call.Params.Arguments) == 0 {
+		return false
+	}
+	var args struct {
+		SandboxID string `json:"sandbox_id"`
+	}
+	return json.Unmarshal(call.Params.Arguments, &args) == nil && args.SandboxID != ""
 }
 
 func (f *inflight) begin() {

@@ -21,6 +21,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,9 +68,15 @@ type Step struct {
 type Cluster struct {
 	Dir        string
 	Kubeconfig string
-	REST       *rest.Config
-	Client     kubernetes.Interface
-	Dynamic    dynamic.Interface
+	// InClusterAPI is the API server's address as pods reach it
+	// (NodeIP:port), and ServingCA the file that verifies its serving
+	// certificate there: what a pod's in-cluster config needs (no
+	// kube-proxy here makes the kubernetes Service's cluster IP route).
+	InClusterAPI string
+	ServingCA    string
+	REST         *rest.Config
+	Client       kubernetes.Interface
+	Dynamic      dynamic.Interface
 	// NodeInfo is what the kubelet reported about itself once Ready.
 	NodeInfo corev1.NodeSystemInfo
 	// Steps records bring-up timing.
@@ -170,11 +177,16 @@ func (c *Cluster) start(ctx context.Context) error {
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	api, err := c.run("kube-apiserver", b.KubeAPIServer,
 		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		// Every address of the run's network namespace, so pods reach it
+		// at the node's IP (the self-signed serving certificate names the
+		// advertise address).
+		"--bind-address=0.0.0.0", "--advertise-address="+c.cfg.NodeIP, "--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+filepath.Join(pki, "serving"),
 		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--token-auth-file="+tokenFile, "--authorization-mode=AlwaysAllow",
+		// RBAC, so a pod's service account holds only its Role (the
+		// components and the tests use e2e-admin, in system:masters).
+		"--token-auth-file="+tokenFile, "--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// The node's name resolves nowhere (no DNS in the run's netns):
 		// port-forward, exec and logs dial the kubelet at its InternalIP.
@@ -191,6 +203,8 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.step("kube-apiserver", t)
 
+	c.InClusterAPI = net.JoinHostPort(c.cfg.NodeIP, strconv.Itoa(apiPort))
+	c.ServingCA = filepath.Join(pki, "serving", "apiserver.crt")
 	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, apiURL, token); err != nil {
 		return err
