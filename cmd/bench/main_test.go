@@ -22,6 +22,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"stray"}, 2, "unexpected arguments"},
 		{[]string{"--sections=scale", "--scale-sizes=200,50"}, 2, "ascending"},
 		{[]string{"--sections=scale", "--scale-sizes=50,x"}, 2, `"x" is not a number`},
+		{[]string{"--sections=batch", "--batch-size=1"}, 2, "--batch-size=1"},
 	}
 	for _, c := range cases {
 		var out, errs strings.Builder

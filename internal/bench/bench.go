@@ -28,10 +28,13 @@ const (
 	// (scale.go). Not a default section: it takes 10+ minutes and needs
 	// the memory for 1,000 sandboxes.
 	SectionScale = "scale"
+	// SectionBatch runs a batch of small programs through a few sandboxes
+	// against the bare host (issue 27); minutes, not in the default run.
+	SectionBatch = "batch"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale, SectionBatch}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP}
@@ -76,6 +79,9 @@ type Config struct {
 	// ScaleSizes are the numbers of live sandboxes the scale section
 	// measures, ascending. Default DefaultScaleSizes.
 	ScaleSizes []int
+	// BatchSize is how many programs the batch section runs on each side.
+	// Default DefaultBatchSize.
+	BatchSize int
 	// Log receives progress lines (what is being measured); nil: none.
 	Log io.Writer
 }
@@ -89,12 +95,12 @@ func Defaults() Config {
 		}
 	}
 	return Config{Sections: slices.Clone(DefaultSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache,
-		RootlessUID: DefaultRootlessUID, ScaleSizes: slices.Clone(DefaultScaleSizes)}
+		RootlessUID: DefaultRootlessUID, ScaleSizes: slices.Clone(DefaultScaleSizes), BatchSize: DefaultBatchSize}
 }
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale (default server,local,mcp; rootless needs root; scale takes 10+ minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale, batch (default server,local,mcp; rootless needs root; scale and batch take 10+ minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -116,6 +122,7 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 		}
 		return nil
 	})
+	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "programs the batch section runs on each side (8 at once), a mix of the corpus's cases")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "samples per slow figure (go runs, opens); fast figures take 10x as many")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where upstream's sandboxd is built once per machine")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "the local backend's state directory (default: its own)")
@@ -151,6 +158,9 @@ func (c *Config) Validate() error {
 	}
 	if slices.Contains(c.Sections, SectionScale) && len(c.ScaleSizes) == 0 {
 		return errors.New("--scale-sizes: name at least one size for the scale section")
+	}
+	if c.BatchSize < 2 {
+		return fmt.Errorf("--batch-size=%d: want at least 2 (the batch runs in two halves)", c.BatchSize)
 	}
 	if c.RootlessUID <= 0 {
 		return fmt.Errorf("--rootless-uid=%d: want a uid other than root", c.RootlessUID)
@@ -205,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionMCP:      r.mcpSection,
 		SectionRootless: r.rootlessSection,
 		SectionScale:    r.scaleSection,
+		SectionBatch:    r.batchSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {

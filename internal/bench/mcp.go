@@ -20,7 +20,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 // mcpSection compares a warm run_go_code call of hello world through the
 // built mcp-server over stdio with the same request through the library
 // (Session.Execute, in process) and with `go run main.go` on the bare
-// host, interleaved.
+// host, interleaved; then the first call of a fresh server
+// (firstCallFigure).
 func (r *runner) mcpSection(ctx context.Context) error {
 	b, err := r.newLocal(ctx, local.Options{})
 	if err != nil {
@@ -87,5 +88,63 @@ func (r *runner) mcpSection(ctx context.Context) error {
 	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "bare host go run: " + ms(h), Ratio: ratio(m, h), Target: "<= 1.1"})
 	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "library Session.Execute: " + ms(l), Ratio: ratio(m, l)})
 	r.add(Row{Section: "mcp", Figure: "library Session.Execute hello world, p50", Ours: ms(l), Baseline: "bare host go run: " + ms(h), Ratio: ratio(l, h)})
+	return r.firstCallFigure(ctx)
+}
+
+// firstCallFigure times the first run_go_code of a freshly started
+// mcp-server, called as soon as initialize returns (a client's first
+// call: the server's warm pool is still filling), against the bare host
+// running the same new code, interleaved; each round a new server and new
+// code on both sides.
+func (r *runner) firstCallFigure(ctx context.Context) error {
+	round := 0
+	first := func() (time.Duration, error) {
+		round++
+		var logs strings.Builder
+		cmd := exec.Command(r.bins["mcp-server"], "--log-level=warn")
+		if r.cfg.StateDir != "" {
+			cmd.Args = append(cmd.Args, "--state-dir="+r.cfg.StateDir)
+		}
+		cmd.Stderr = &logs
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
+			Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("start mcp-server: %w", err)
+		}
+		defer cs.Close()
+		files := map[string]string{}
+		for p, c := range smallModule(7000 + round) {
+			files[p] = c
+		}
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_go_code", Arguments: map[string]any{"files": files, "command": "go run ."}})
+		d := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("first run_go_code: %w (mcp-server log: %s)", err, logs.String())
+		}
+		if res.IsError {
+			data, _ := json.Marshal(res.Content)
+			return 0, fmt.Errorf("first run_go_code: an error result %s (mcp-server log: %s)", data, logs.String())
+		}
+		return d, nil
+	}
+	bare := func() (time.Duration, error) {
+		dir, err := os.MkdirTemp("", "bench-host-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(dir)
+		if err := writeModule(dir, smallModule(8000+round)); err != nil {
+			return 0, err
+		}
+		return hostRun(ctx, dir, "go run .")
+	}
+	s, err := interleaved(r.cfg.Rounds, first, bare)
+	if err != nil {
+		return err
+	}
+	f, h := s[0].p50(), s[1].p50()
+	r.add(Row{Section: "mcp", Figure: "first run_go_code of new code right after initialize (a fresh mcp-server), p50", Ours: ms(f),
+		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(f, h), Target: "<= 1.3"})
 	return nil
 }

@@ -24,7 +24,7 @@ import (
 // Row is one line of the report: a figure of ours, the baseline it is
 // compared with, their ratio and the target the ratio should meet.
 type Row struct {
-	Section  string  // "server", "local", "mcp" or "rootless"
+	Section  string  // the section that measured it: "server", "local", …
 	Figure   string  // what is measured
 	Ours     string  // our value, with its unit
 	Baseline string  // what we compare with and its value; "" when none
