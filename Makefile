@@ -66,7 +66,10 @@ e2e-full: e2e-root deps ## the e2e with every flow under gVisor too and a 30-cla
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
-lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overlay
+lint: deps ## gofmt, staticcheck, shellcheck the scripts, render every kustomize overlay
+	@# The corpus's testdata holds badly formatted and broken Go on purpose.
+	@unformatted=$$(git ls-files '*.go' | grep -v '/testdata/' | xargs "$$($(GO) env GOROOT)/bin/gofmt" -l); \
+	if [ -n "$$unformatted" ]; then echo "lint: not gofmt-formatted (run gofmt -w): $$unformatted" >&2; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./test/e2e/...
 	shellcheck scripts/*.sh test/e2e/*.sh .ci/run

@@ -111,4 +111,6 @@ func (u *asUser) command(mode string, subIDs bool, env ...string) *exec.Cmd {
 
 // subIDRootOf is the directory in /tmp the backend of uid keeps for its
 // sandboxes' own ids.
-func subIDRootOf(uid int) string { return filepath.Join("/tmp", "go-runtime-sandbox-"+strconv.Itoa(uid)) }
+func subIDRootOf(uid int) string {
+	return filepath.Join("/tmp", "go-runtime-sandbox-"+strconv.Itoa(uid))
+}

@@ -17,8 +17,11 @@ import (
 // lifeline: they die with it like any other. The pool refills in the
 // background after each claim, one sandbox at a time, once the claiming
 // session's first command has ended (at most poolRefillDelay after the
-// claim), so that the start does not run beside that command; a start
-// that fails
+// claim), so that the start does not run beside that command. For the same
+// reason a filler that finds a claimed sandbox still settling stops once
+// the pool holds one ready sandbox, and the settled claim refills the rest
+// (a fresh process's first Open comes while the pool still fills: its
+// first command ran beside two starts). A start that fails
 // backs the filler off (poolRetryMin doubling up to poolRetryMax) and never
 // blocks Open, which then starts its sandbox itself. Backend.Close ends the
 // pool and the sandboxes in it.
@@ -53,6 +56,7 @@ type warmPool struct {
 	mu       sync.Mutex
 	ready    []*Sandbox
 	filling  bool
+	settling int // claimed sandboxes whose first commands refillAfter waits for
 	closed   bool
 	failures int       // consecutive failed starts
 	retryAt  time.Time // no start before this after a failure
@@ -100,6 +104,7 @@ func (p *warmPool) refillAfter(s *Sandbox) {
 		}
 	}
 	s.mu.Unlock()
+	p.settling++
 	p.filler.Add(1)
 	go func() {
 		defer p.filler.Done()
@@ -113,6 +118,9 @@ func (p *warmPool) refillAfter(s *Sandbox) {
 		s.mu.Lock()
 		s.onCommand, s.onEnd = nil, nil
 		s.mu.Unlock()
+		p.mu.Lock()
+		p.settling--
+		p.mu.Unlock()
 		p.refill()
 	}()
 }
@@ -155,27 +163,27 @@ func (p *warmPool) refill() {
 	}()
 }
 
-// fill starts sandboxes until the pool is full, it is closed, or a start
-// fails.
+// fill starts sandboxes until the pool is full, it is closed, a start
+// fails, or a claimed sandbox settles while one is ready (refillAfter
+// calls refill when it has settled).
 func (p *warmPool) fill(ctx context.Context) {
-	defer func() {
-		p.mu.Lock()
-		p.filling = false
-		p.mu.Unlock()
-	}()
 	for {
 		p.mu.Lock()
-		full := p.closed || len(p.ready) >= p.size
-		p.mu.Unlock()
-		if full {
+		// Deciding to stop and saying so (filling) in one step: a refill
+		// that comes after this sees the filler gone and starts another.
+		if p.closed || len(p.ready) >= p.size || p.settling > 0 && len(p.ready) > 0 {
+			p.filling = false
+			p.mu.Unlock()
 			return
 		}
+		p.mu.Unlock()
 		s, err := p.start(ctx)
 		p.mu.Lock()
 		if err != nil {
 			p.failures++
 			wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
 			p.retryAt = time.Now().Add(wait)
+			p.filling = false
 			p.mu.Unlock()
 			if ctx.Err() == nil {
 				p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
@@ -185,6 +193,7 @@ func (p *warmPool) fill(ctx context.Context) {
 		}
 		p.failures, p.retryAt = 0, time.Time{}
 		if p.closed {
+			p.filling = false
 			p.mu.Unlock()
 			_ = s.Close(context.Background())
 			return

@@ -324,6 +324,27 @@ func TestWarmPoolLimits(t *testing.T) {
 	}
 }
 
+// startedBesides lists the sandboxes this process started but those
+// named: a pool start writes its state file before its warm-up command
+// runs, so a start in flight counts.
+func startedBesides(b *local.Backend, ids ...string) []string {
+	var out []string
+	all, _ := b.List()
+	for _, id := range all {
+		data, err := os.ReadFile(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json"))
+		var m struct {
+			PID int `json:"pid"`
+		}
+		if slices.Contains(ids, id) || err != nil || json.Unmarshal(data, &m) != nil {
+			continue
+		}
+		if parentOf(m.PID) == os.Getpid() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // TestWarmPoolRefillAfterFirstCommand: the refill after a claim waits for
 // the claiming session's first command to end (it would otherwise start a
 // sandbox beside that command), then fills the pool.
@@ -331,25 +352,7 @@ func TestWarmPoolRefillAfterFirstCommand(t *testing.T) {
 	b := newBackend(t, poolOptions(1))
 	waitPool(t, b, 1)
 	s := openSession(t, b)
-	// ours lists the sandboxes this process started, besides s: a pool
-	// start writes its state file before its warm-up command runs.
-	ours := func() []string {
-		var out []string
-		ids, _ := b.List()
-		for _, id := range ids {
-			data, err := os.ReadFile(filepath.Join(b.StateDir(), "sandboxes", id, "sandbox.json"))
-			var m struct {
-				PID int `json:"pid"`
-			}
-			if id == s.ID() || err != nil || json.Unmarshal(data, &m) != nil {
-				continue
-			}
-			if parentOf(m.PID) == os.Getpid() {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
+	ours := func() []string { return startedBesides(b, s.ID()) }
 	if got := ours(); len(got) != 0 {
 		t.Fatalf("sandboxes %v of this process besides the claimed one, before its first command", got)
 	}
@@ -378,4 +381,42 @@ func TestWarmPoolRefillAfterFirstCommand(t *testing.T) {
 		t.Errorf("pool started %v while the claimed session's first command ran", during)
 	}
 	waitPool(t, b, 1)
+}
+
+// TestWarmPoolFillPausesForFirstCommand: a filler that runs while a
+// claimed sandbox's first command runs stops once the pool holds one
+// ready sandbox, and fills the rest when that command has ended (a fresh
+// process's first call otherwise ran beside two starts).
+func TestWarmPoolFillPausesForFirstCommand(t *testing.T) {
+	b := newBackend(t, poolOptions(2))
+	waitPool(t, b, 2)
+	busy, idle := openSession(t, b), openSession(t, b) // the pool is empty; neither has settled
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustOK(t, busy, goruntime.Request{Command: "sleep 1.5"})
+	}()
+	// idle's end settles it: the filler starts, with busy's first
+	// command running.
+	if err := idle.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(20 * time.Millisecond):
+			most = max(most, len(startedBesides(b, busy.ID(), idle.ID())))
+		}
+	}
+	// busy settles at most 2 s (poolRefillDelay) after its claim.
+	if took := time.Since(start); took > 1800*time.Millisecond {
+		t.Skipf("the first command took %v, too close to the refill's 2 s bound to tell the two apart", took)
+	}
+	if most != 1 {
+		t.Errorf("while the claimed session's first command ran the pool had %d sandboxes started or starting, want 1 (an empty pool refills; a second start waits)", most)
+	}
+	waitPool(t, b, 2)
 }
