@@ -23,6 +23,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--sections=scale", "--scale-sizes=200,50"}, 2, "ascending"},
 		{[]string{"--sections=scale", "--scale-sizes=50,x"}, 2, `"x" is not a number`},
 		{[]string{"--sections=batch", "--batch-size=1"}, 2, "--batch-size=1"},
+		{[]string{"--sections=mcp-load", "--mcp-sessions=0"}, 2, "--mcp-sessions=0"},
 	}
 	for _, c := range cases {
 		var out, errs strings.Builder

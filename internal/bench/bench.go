@@ -31,10 +31,14 @@ const (
 	// SectionBatch runs a batch of small programs through a few sandboxes
 	// against the bare host (issue 27); minutes, not in the default run.
 	SectionBatch = "batch"
+	// SectionMCPLoad runs hundreds of MCP sessions at once against the
+	// built mcp-server over HTTP and checks nothing is left after
+	// (mcpload.go); minutes, not in the default run.
+	SectionMCPLoad = "mcp-load"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale, SectionBatch}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP}
@@ -82,6 +86,9 @@ type Config struct {
 	// BatchSize is how many programs the batch section runs on each side.
 	// Default DefaultBatchSize.
 	BatchSize int
+	// MCPSessions is how many MCP sessions the mcp-load section runs at
+	// once. Default DefaultMCPSessions.
+	MCPSessions int
 	// Log receives progress lines (what is being measured); nil: none.
 	Log io.Writer
 }
@@ -95,12 +102,12 @@ func Defaults() Config {
 		}
 	}
 	return Config{Sections: slices.Clone(DefaultSections), Baselines: slices.Clone(AllBaselines), Rounds: 10, CacheDir: cache,
-		RootlessUID: DefaultRootlessUID, ScaleSizes: slices.Clone(DefaultScaleSizes), BatchSize: DefaultBatchSize}
+		RootlessUID: DefaultRootlessUID, ScaleSizes: slices.Clone(DefaultScaleSizes), BatchSize: DefaultBatchSize, MCPSessions: DefaultMCPSessions}
 }
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale, batch (default server,local,mcp; rootless needs root; scale and batch take 10+ minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale, batch, mcp-load (default server,local,mcp; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -123,6 +130,7 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 		return nil
 	})
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "programs the batch section runs on each side (8 at once), a mix of the corpus's cases")
+	fs.IntVar(&cfg.MCPSessions, "mcp-sessions", cfg.MCPSessions, "MCP sessions the mcp-load section runs at once over HTTP, each with a sandbox of its own")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "samples per slow figure (go runs, opens); fast figures take 10x as many")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where upstream's sandboxd is built once per machine")
 	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "the local backend's state directory (default: its own)")
@@ -161,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchSize < 2 {
 		return fmt.Errorf("--batch-size=%d: want at least 2 (the batch runs in two halves)", c.BatchSize)
+	}
+	if c.MCPSessions < 1 {
+		return fmt.Errorf("--mcp-sessions=%d: want at least 1", c.MCPSessions)
 	}
 	if c.RootlessUID <= 0 {
 		return fmt.Errorf("--rootless-uid=%d: want a uid other than root", c.RootlessUID)
@@ -216,6 +227,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionRootless: r.rootlessSection,
 		SectionScale:    r.scaleSection,
 		SectionBatch:    r.batchSection,
+		SectionMCPLoad:  r.mcpLoadSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {
