@@ -157,7 +157,8 @@ func loadSession(ctx context.Context, endpoint string, i int) (*mcp.ClientSessio
 	}
 	var took []time.Duration
 	for _, call := range []mcp.CallToolParams{
-		{Name: "run_go_code", Arguments: map[string]any{"files": files, "command": "go run ."}},
+		// 200 builds at once share the CPUs: minutes, not the default timeout.
+		{Name: "run_go_code", Arguments: map[string]any{"files": files, "command": "go run .", "timeout_seconds": 600}},
 		{Name: "list_files", Arguments: map[string]any{}},
 	} {
 		start := time.Now()
