@@ -34,16 +34,9 @@ func (r *runner) mcpSection(ctx context.Context) error {
 	}
 	defer lib.Close(context.WithoutCancel(ctx))
 
-	var logs strings.Builder
-	cmd := exec.Command(r.bins["mcp-server"], "--log-level=warn")
-	if r.cfg.StateDir != "" {
-		cmd.Args = append(cmd.Args, "--state-dir="+r.cfg.StateDir)
-	}
-	cmd.Stderr = &logs
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
-		Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, logs, err := r.startMCPStdio(ctx)
 	if err != nil {
-		return fmt.Errorf("start mcp-server: %w", err)
+		return err
 	}
 	defer cs.Close()
 
@@ -100,16 +93,9 @@ func (r *runner) firstCallFigure(ctx context.Context) error {
 	round := 0
 	first := func() (time.Duration, error) {
 		round++
-		var logs strings.Builder
-		cmd := exec.Command(r.bins["mcp-server"], "--log-level=warn")
-		if r.cfg.StateDir != "" {
-			cmd.Args = append(cmd.Args, "--state-dir="+r.cfg.StateDir)
-		}
-		cmd.Stderr = &logs
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
-			Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		cs, logs, err := r.startMCPStdio(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("start mcp-server: %w", err)
+			return 0, err
 		}
 		defer cs.Close()
 		files := map[string]string{}
@@ -147,4 +133,22 @@ func (r *runner) firstCallFigure(ctx context.Context) error {
 	r.add(Row{Section: "mcp", Figure: "first run_go_code of new code right after initialize (a fresh mcp-server), p50", Ours: ms(f),
 		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(f, h), Target: "<= 1.3"})
 	return nil
+}
+
+// startMCPStdio starts the built mcp-server over stdio (the bench's state
+// directory, warnings logged) and returns the initialized client session
+// and the server's log.
+func (r *runner) startMCPStdio(ctx context.Context) (*mcp.ClientSession, *strings.Builder, error) {
+	logs := new(strings.Builder)
+	cmd := exec.Command(r.bins["mcp-server"], "--log-level=warn")
+	if r.cfg.StateDir != "" {
+		cmd.Args = append(cmd.Args, "--state-dir="+r.cfg.StateDir)
+	}
+	cmd.Stderr = logs
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start mcp-server: %w (its log: %s)", err, logs)
+	}
+	return cs, logs, nil
 }
