@@ -82,7 +82,9 @@ run() {
 			grep -E "$fixture_checks" <<<"$problems" | sed 's/^/    (fixture) /' || true
 			problems="$(grep -vE "$fixture_checks" <<<"$problems" || true)"
 		fi
-		[ -n "$problems" ] && sed 's/^/    /' <<<"$problems"
+		if [ -n "$problems" ]; then
+			while IFS= read -r l; do printf '    %s\n' "$l"; done <<<"$problems"
+		fi
 		if [ -z "$summary" ] || [ -n "$problems" ] || { [ "$sc" != server-sse-polling ] && ! grep -qE '^Passed: .*, 0 failed' <<<"$out"; }; then
 			failed=1
 			[ -z "$summary" ] && tail -20 <<<"$out" | sed 's/^/    /'
