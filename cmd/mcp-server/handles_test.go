@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -253,4 +255,51 @@ func TestStatelessHTTP(t *testing.T) {
 		t.Fatalf("read_file without sandbox_id on a stateless server: %v %+v", err, res)
 	}
 	callTool(t, ctx, other, "delete_sandbox", map[string]any{"sandbox_id": id})
+}
+
+// resumeCounter counts the GETs that resume a stream with Last-Event-ID.
+type resumeCounter struct{ n atomic.Int32 }
+
+func (c *resumeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A run_go_code call longer than --sse-close-after, on the built binary
+// and the local backend: the server closes its stream, the go-sdk client
+// resumes it from the event store and gets the result.
+func TestLongCallResumesAcrossClosedStream(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	logs := &logSink{}
+	args := []string{"--sse-close-after=1s"}
+	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
+		args = append(args, "--state-dir="+dir)
+	}
+	srv, err := smoke.StartHTTP(ctx, serverBin, serverArgs(t, args...), logs)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, tail(logs.String(), 3000))
+		}
+	}()
+	rc := &resumeCounter{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: rc}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, tail(logs.String(), 3000))
+	}
+	defer cs.Close()
+	run := callTool(t, ctx, cs, "run_go_code", map[string]any{"command": "sleep 3; echo finished"})
+	if run["stdout"] != "finished\n" || run["exit_code"] != float64(0) {
+		t.Fatalf("result across the closed stream: %v", run)
+	}
+	if rc.n.Load() == 0 {
+		t.Fatalf("the client never resumed a stream: --sse-close-after=1s did not close a 3 s call's stream\n%s", tail(logs.String(), 3000))
+	}
 }

@@ -44,6 +44,11 @@ type HandleBackend interface {
 	AttachHandle(ctx context.Context, owner, id string) (Handle, Sandbox, error)
 	// ListHandles returns owner's live handles, oldest first.
 	ListHandles(ctx context.Context, owner string) ([]Handle, error)
+	// CountHandles returns how many live handles the backend keeps, of
+	// every owner: what a front end bounds and reports (a gauge with no
+	// owner in it). Like ListHandles it reads the backend's state, so
+	// every process using the same backend sees the same count.
+	CountHandles(ctx context.Context) (int, error)
 	// DeleteHandle ends the sandbox of owner's handle id and forgets the
 	// handle. Errors wrap ErrSandboxNotFound as AttachHandle's do.
 	DeleteHandle(ctx context.Context, owner, id string) error

@@ -56,8 +56,13 @@ type Config struct {
 	// call for this long, and ends MCP sessions idle for this long
 	// (Defaults: 30 min). 0 means never.
 	IdleTTL time.Duration
-	// MaxSandboxes bounds how many sandboxes HTTP sessions may hold at
-	// once (Defaults: 16). 0 means no limit.
+	// MaxSandboxes bounds the sandboxes at once: those the sessions hold
+	// and the backend's live handles of every principal (create_sandbox;
+	// counted in the backend, so with replicas it bounds their handles
+	// together, each replica's sessions apart). A session's first call or
+	// a create past it is refused. Checked before each open: replicas
+	// creating at the same instant may pass it by one each (Defaults:
+	// 16). 0 means no limit.
 	MaxSandboxes int
 
 	// Stateless serves Streamable HTTP without MCP sessions (go-sdk's
@@ -81,6 +86,17 @@ type Config struct {
 	// MemoryEventStore; Defaults: 16 MiB). Resumption needs the same
 	// process: a stateless server behind replicas does not resume.
 	EventStoreBytes int
+
+	// SSECloseAfter closes the event stream of a tool call still running
+	// after this long, over stateful HTTP, with an SSE retry field: the
+	// client reconnects with Last-Event-ID and gets the rest, the result
+	// included, from the event store (SEP-1699 polling). It is closed
+	// again each time this long passes if the call sent an event since
+	// (progress), so such a call's responses never outlast a proxy's
+	// timeout. Only for clients speaking 2025-11-25 (older ones cannot
+	// resume; 2026-07-28 has no streams to resume). Defaults: 30 s; 0
+	// means never.
+	SSECloseAfter time.Duration
 
 	// ProgressInterval is how often run_go_code sends a progress
 	// notification while a command runs, when the client asked for
@@ -112,6 +128,7 @@ const (
 	defaultMaxTTL           = 24 * time.Hour
 	defaultMaxPerPrincipal  = 8
 	defaultEventStoreBytes  = 16 << 20
+	defaultSSECloseAfter    = 30 * time.Second
 )
 
 // Defaults returns a Config with every default set (and no Backend).
@@ -126,6 +143,7 @@ func Defaults() Config {
 		MaxRequestBytes:          defaultMaxRequestBytes,
 		MaxTTL:                   defaultMaxTTL,
 		EventStoreBytes:          defaultEventStoreBytes,
+		SSECloseAfter:            defaultSSECloseAfter,
 		MaxSandboxesPerPrincipal: defaultMaxPerPrincipal,
 		HTTP:                     mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
 	}
@@ -133,11 +151,12 @@ func Defaults() Config {
 
 // RegisterFlags registers the flags that set c's fields on fs, each
 // defaulting to c's current value (start from Defaults): --open-timeout,
-// --timeout, --max-timeout, --idle-ttl, --max-sandboxes, --ephemeral,
-// --claim, --persistent, --allowed-origin, --max-request-mb and
-// --max-connections. The bearer
-// token comes from a file or the environment (mcphttp.ReadToken), not a
-// flag value. Check the result with Validate.
+// --timeout, --max-timeout, --idle-ttl, --max-sandboxes,
+// --sse-close-after, --ephemeral, --claim, --persistent, --stateless,
+// --max-ttl, --max-sandboxes-per-principal, --allowed-origin,
+// --max-request-mb and --max-connections. The bearer token comes from a
+// file or the environment (mcphttp.ReadToken), not a flag value. Check
+// the result with Validate.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Claim, "claim", c.Claim, "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) at startup instead of opening a new one; exit 1 if it cannot")
 	fs.BoolVar(&c.Persistent, "persistent", c.Persistent, "stdio: leave the sandbox running on exit and log its ID for --claim")
@@ -146,7 +165,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DefaultTimeout, "timeout", c.DefaultTimeout, "a command's time limit when the call gives no timeout_seconds")
 	fs.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "the largest timeout_seconds a call may ask for")
 	fs.DurationVar(&c.IdleTTL, "idle-ttl", c.IdleTTL, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")
-	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", c.MaxSandboxes, "http: most sandboxes open at once across sessions (0: no limit)")
+	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", c.MaxSandboxes, "most sandboxes at once: the HTTP sessions' own and every principal's create_sandbox sandboxes in the backend (shared by replicas and restarts); past it a session's first call or create_sandbox is refused (0: no limit)")
+	fs.DurationVar(&c.SSECloseAfter, "sse-close-after", c.SSECloseAfter, "http: close the event stream of a tool call still running after this long (and again each time it passes, when the call sent progress since), asking the client to reconnect (SSE retry) and resume from the server's event store, so responses do not outlast a proxy's timeout; for MCP 2025-11-25 clients (0: never)")
 	fs.BoolVar(&c.Stateless, "stateless", c.Stateless, "http: serve without MCP sessions (MCP 2026-07-28 natively, older clients too), so any replica can serve any call: no session keeps a sandbox; calls name one with sandbox_id (create_sandbox), and run_go_code or check_go_code without it make a new one and return its sandbox_id")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "the longest idle TTL create_sandbox's ttl_seconds may ask for; a sandbox ends once unused this long (default TTL: 30m or this, the shorter)")
 	fs.IntVar(&c.MaxSandboxesPerPrincipal, "max-sandboxes-per-principal", c.MaxSandboxesPerPrincipal, "most sandboxes (create_sandbox) one principal (an auth token's name) holds at once (0: no limit)")
@@ -180,6 +200,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--timeout=%s: must be positive", c.DefaultTimeout)
 	case c.MaxTimeout < c.DefaultTimeout:
 		return fmt.Errorf("--max-timeout=%s is below --timeout=%s", c.MaxTimeout, c.DefaultTimeout)
+	case c.SSECloseAfter < 0:
+		return fmt.Errorf("--sse-close-after=%s: must not be negative (0 means never)", c.SSECloseAfter)
 	case c.IdleTTL < 0:
 		return fmt.Errorf("--idle-ttl=%s: must not be negative (0 means never)", c.IdleTTL)
 	case c.MaxSandboxes < 0:

@@ -246,3 +246,34 @@ func TestStatelessNeedsHandles(t *testing.T) {
 		t.Fatalf("Handler on a backend without handles: %v", err)
 	}
 }
+
+// --max-sandboxes bounds handles with the sessions' sandboxes: a create
+// past it, or a session's first call past it, is refused naming the
+// flag; mcp_handles reports the backend's live handles, with no label.
+func TestMaxSandboxesBoundsHandles(t *testing.T) {
+	s, fake := newTestServer(t, Config{MaxSandboxes: 2})
+	cs := connectMemory(t, s, nil)
+	if v, ok := scrapeOK(t, s, "mcp_handles"); !ok || v != 0 {
+		t.Fatalf("mcp_handles before any create = %v (present %v), want 0", v, ok)
+	}
+	first := structured[SandboxInfo](t, mustOK(t, call(t, cs, "create_sandbox", map[string]any{}))).SandboxID
+	mustOK(t, call(t, cs, "create_sandbox", map[string]any{}))
+	if v, _ := scrapeOK(t, s, "mcp_handles"); v != 2 {
+		t.Errorf("mcp_handles = %v, want 2", v)
+	}
+	if res := call(t, cs, "create_sandbox", map[string]any{}); !res.IsError || !strings.Contains(text(res), "(--max-sandboxes)") {
+		t.Fatalf("third create with --max-sandboxes=2: %s", text(res))
+	}
+	// The session's own sandbox counts too: two handles fill the server.
+	if res := call(t, cs, "run_go_code", map[string]any{"command": "true"}); !res.IsError || !strings.Contains(text(res), "2 of 2 in use") {
+		t.Fatalf("the session's first call with 2 handles of 2: %s", text(res))
+	}
+	mustOK(t, call(t, cs, "delete_sandbox", map[string]any{"sandbox_id": first}))
+	mustOK(t, call(t, cs, "run_go_code", map[string]any{"command": "true"}))
+	if res := call(t, cs, "create_sandbox", map[string]any{}); !res.IsError || !strings.Contains(text(res), "(--max-sandboxes)") {
+		t.Fatalf("create with a handle and the session's sandbox open, of 2: %s", text(res))
+	}
+	if v, _ := scrapeOK(t, s, "mcp_handles"); v != 1 || fake.Handles() != 1 {
+		t.Errorf("mcp_handles = %v, fake holds %d; want 1", v, fake.Handles())
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -54,6 +55,16 @@ func (s *Server) handles() (goruntime.HandleBackend, error) {
 	return hb, nil
 }
 
+// countHandles is how many live handles the backend keeps, of every
+// principal (0 without handles).
+func (s *Server) countHandles(ctx context.Context) (int, error) {
+	hb, ok := s.cfg.Backend.(goruntime.HandleBackend)
+	if !ok {
+		return 0, nil
+	}
+	return hb.CountHandles(ctx)
+}
+
 // handleTTL is the TTL a create asks for in seconds (0: the default),
 // checked against Config.MaxTTL.
 func (s *Server) handleTTL(seconds float64) (time.Duration, error) {
@@ -77,6 +88,13 @@ func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.
 		return goruntime.Handle{}, nil, err
 	}
 	owner := s.principal(req)
+	if err := s.pool.Room(ctx); err != nil {
+		if errors.Is(err, sessions.ErrTooManySandboxes) {
+			return goruntime.Handle{}, nil, fmt.Errorf("create a sandbox: this server allows %d at once, sessions' and every principal's (--max-sandboxes); delete_sandbox one you no longer need or try again later: %w",
+				s.cfg.MaxSandboxes, err)
+		}
+		return goruntime.Handle{}, nil, err
+	}
 	if max := s.cfg.MaxSandboxesPerPrincipal; max > 0 {
 		hs, err := hb.ListHandles(ctx, owner)
 		if err != nil {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -29,13 +30,20 @@ type metrics struct {
 	openTime  *metricfamily.Family // outcome
 	open      *metricfamily.Family
 	openCount func() int
+	handles   *metricfamily.Family
 	calling   *metricfamily.Family
 	inFlight  atomic.Int64
 }
 
 var latencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func newMetrics(open func() int) *metrics {
+// handlesScrapeTimeout bounds the backend's count of handles a scrape
+// waits for.
+const handlesScrapeTimeout = 5 * time.Second
+
+// newMetrics makes the metrics; open counts the sandboxes the server's
+// sessions hold, handles the backend's live handles.
+func newMetrics(open func() int, handles func(context.Context) (int, error)) *metrics {
 	m := &metrics{
 		calls: metricfamily.New("mcp_tool_calls_total",
 			"Tool calls, by tool and outcome (ok; tool_error: the result has isError; error: a protocol error).", "counter"),
@@ -51,6 +59,20 @@ func newMetrics(open func() int) *metrics {
 	// open between calls): the metric an HPA scales on (docs/kubernetes.md).
 	m.calling = metricfamily.New("mcp_tool_calls_in_flight", "Tool calls being served now.", "gauge")
 	m.calling.Set.NewGauge(m.calling.Name, func() float64 { return float64(m.inFlight.Load()) })
+	// Counted in the backend at each scrape, so every replica sharing it
+	// reports the same number (aggregate with max, not sum); no label
+	// names a principal. NaN when the backend does not answer.
+	m.handles = metricfamily.New("mcp_handles",
+		"Live sandbox handles (create_sandbox) in the backend, of every principal; NaN when the backend could not be asked.", "gauge")
+	m.handles.Set.NewGauge(m.handles.Name, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), handlesScrapeTimeout)
+		defer cancel()
+		n, err := handles(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	})
 	return m
 }
 
@@ -94,7 +116,7 @@ func (s *Server) MetricsHandler() http.Handler {
 	m := s.metrics
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", metricfamily.ContentType)
-		for _, f := range []*metricfamily.Family{m.calls, m.callTime, m.calling, m.open, m.openTime} {
+		for _, f := range []*metricfamily.Family{m.calls, m.callTime, m.calling, m.open, m.openTime, m.handles} {
 			f.Write(w)
 		}
 		vm.WriteProcessMetrics(w)

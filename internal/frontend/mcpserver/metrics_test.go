@@ -13,18 +13,26 @@ import (
 
 func scrape(t *testing.T, s *Server, name, labels string) float64 {
 	t.Helper()
+	v, _ := scrapeOK(t, s, name+labels)
+	return v
+}
+
+// scrapeOK returns the value of the series named sample (name and
+// labels) and whether the scrape had it.
+func scrapeOK(t *testing.T, s *Server, sample string) (float64, bool) {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+labels) + ` (\S+)$`).FindSubmatch(body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(body)
 	if m == nil {
-		return 0
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return v, true
 }
 
 func TestMetricsCountToolCalls(t *testing.T) {

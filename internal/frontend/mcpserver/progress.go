@@ -32,6 +32,8 @@ func (s *Server) startProgress(ctx context.Context, req *mcp.CallToolRequest, ti
 		})
 		if err != nil {
 			s.log.Debug("progress notification", "err", err)
+			return
 		}
+		eventSent(ctx) // its stream may be closed again (ssepoll.go)
 	})
 }

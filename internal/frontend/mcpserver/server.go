@@ -53,8 +53,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
-	s.metrics = newMetrics(func() int { return s.pool.Open() })
-	s.pool = sessions.New(sessions.Config{
+	s.metrics = newMetrics(func() int { return s.pool.Open() }, s.countHandles)
+	pc := sessions.Config{
 		Backend:      cfg.Backend,
 		Session:      cfg.Session,
 		OpenTimeout:  cfg.OpenTimeout,
@@ -63,7 +63,13 @@ func New(cfg Config) (*Server, error) {
 		MaxSandboxes: cfg.MaxSandboxes,
 		Logger:       cfg.Logger,
 		Opened:       s.metrics.opened,
-	})
+	}
+	if _, ok := cfg.Backend.(goruntime.HandleBackend); ok {
+		// Handles are sandboxes too: --max-sandboxes bounds them with
+		// the sessions' (create checks pool.Room).
+		pc.Others = s.countHandles
+	}
+	s.pool = sessions.New(pc)
 	s.mcp = mcp.NewServer(&mcp.Implementation{
 		Name:    "go-runtime-sandbox",
 		Title:   "Go runtime sandbox",
@@ -76,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.calls = newInflight(cfg.Stateless)
 	// Outermost first: metrics see the answer a stopped call gets.
-	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware)
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware, s.ssePollMiddleware)
 	s.addTools()
 	return s, nil
 }
@@ -201,9 +207,11 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 	}
 	// Streams' events are kept (bounded) so a client that lost its
-	// connection during a long call reconnects with Last-Event-ID and
-	// gets the result; the go-sdk then opens each stream with a priming
-	// event. MCP 2026-07-28 has no resumption.
+	// connection during a long call, or whose stream the server closed
+	// (Config.SSECloseAfter, ssepoll.go), reconnects with Last-Event-ID
+	// and gets the result; the go-sdk then opens each stream with a
+	// priming event (2025-11-25 clients). MCP 2026-07-28 has no
+	// resumption.
 	events := mcp.NewMemoryEventStore(nil)
 	events.SetMaxBytes(s.cfg.EventStoreBytes)
 	var timeout time.Duration

@@ -34,8 +34,13 @@ type Config struct {
 	// Persistent leaves ProcessKey's sandbox running (Disconnect) when it
 	// ends, to be attached again with Claim.
 	Persistent bool
-	// MaxSandboxes bounds the sandboxes open at once; 0: no bound.
+	// MaxSandboxes bounds the sandboxes open at once, the pool's and
+	// Others'; 0: no bound.
 	MaxSandboxes int
+	// Others, when not nil, counts the sandboxes outside the pool that
+	// MaxSandboxes bounds too (a front end's durable handles). It is
+	// asked before each open; its error refuses the open.
+	Others func(context.Context) (int, error)
 	// Logger receives the pool's logs; nil discards them.
 	Logger *slog.Logger
 	// Opened, when not nil, is told how long each open took and its error
@@ -134,11 +139,14 @@ func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 	if s.sess != nil {
 		return s.sess, nil
 	}
+	others, err := p.others(ctx)
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
-	if p.cfg.MaxSandboxes > 0 && p.open >= p.cfg.MaxSandboxes {
+	if err := p.roomLocked(others); err != nil {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("open a sandbox: %d of %d in use; try again when other sessions end: %w",
-			p.open, p.cfg.MaxSandboxes, ErrTooManySandboxes)
+		return nil, err
 	}
 	p.open++
 	p.mu.Unlock()
@@ -152,10 +160,7 @@ func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 		p.mu.Unlock()
 	}()
 	start := time.Now()
-	var (
-		sess *goruntime.Session
-		err  error
-	)
+	var sess *goruntime.Session
 	if s.key == ProcessKey && p.cfg.Claim != "" {
 		sess, err = goruntime.Attach(octx, p.backend, p.cfg.Claim, p.cfg.Session)
 	} else {
@@ -337,6 +342,45 @@ func (p *Pool) Close(ctx context.Context) error {
 		<-s.turn
 	}
 	return errors.Join(errs...)
+}
+
+// Room returns an error wrapping ErrTooManySandboxes when
+// Config.MaxSandboxes sandboxes are open, the pool's and Others', so
+// that no other may open now (a front end checks it before it makes a
+// sandbox outside the pool).
+func (p *Pool) Room(ctx context.Context) error {
+	others, err := p.others(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roomLocked(others)
+}
+
+// others is Config.Others' count, 0 without it or without a bound.
+func (p *Pool) others(ctx context.Context) (int, error) {
+	if p.cfg.Others == nil || p.cfg.MaxSandboxes <= 0 {
+		return 0, nil
+	}
+	n, err := p.cfg.Others(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count the sandboxes open (to keep within the limit): %w", err)
+	}
+	return n, nil
+}
+
+// roomLocked is the one check of Config.MaxSandboxes. p.mu is held.
+func (p *Pool) roomLocked(others int) error {
+	max := p.cfg.MaxSandboxes
+	if max <= 0 || p.open+others < max {
+		return nil
+	}
+	if others > 0 {
+		return fmt.Errorf("open a sandbox: %d of %d in use (%d for sessions, %d durable); try again when others end: %w",
+			p.open+others, max, p.open, others, ErrTooManySandboxes)
+	}
+	return fmt.Errorf("open a sandbox: %d of %d in use; try again when other sessions end: %w", p.open, max, ErrTooManySandboxes)
 }
 
 // Open reports how many sandboxes are open (or opening).

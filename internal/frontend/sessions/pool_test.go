@@ -101,6 +101,42 @@ func TestMaxSandboxesAndEndedClients(t *testing.T) {
 	run(t, p, "b", "true")
 }
 
+// TestMaxSandboxesCountsOthers: sandboxes outside the pool (a front
+// end's handles, Config.Others) count against MaxSandboxes too, for a
+// session's open and for Room; a failed count refuses rather than
+// opening past the bound unknowingly.
+func TestMaxSandboxesCountsOthers(t *testing.T) {
+	var others atomic.Int64
+	var countErr atomic.Pointer[error]
+	p, _ := newPool(t, Config{MaxSandboxes: 2, Others: func(context.Context) (int, error) {
+		if e := countErr.Load(); e != nil {
+			return 0, *e
+		}
+		return int(others.Load()), nil
+	}})
+	others.Store(1)
+	run(t, p, "a", "true") // 1 handle + 1 session
+	if err := p.Room(context.Background()); !errors.Is(err, ErrTooManySandboxes) || !strings.Contains(err.Error(), "2 of 2 in use (1 for sessions, 1 durable)") {
+		t.Fatalf("Room with 1 session and 1 handle of 2: %v", err)
+	}
+	err := p.Do(context.Background(), Call{Key: "b", Open: true}, func(*goruntime.Session, time.Duration) error { return nil })
+	if !errors.Is(err, ErrTooManySandboxes) {
+		t.Fatalf("second session with a handle open: %v, want ErrTooManySandboxes", err)
+	}
+	others.Store(0)
+	if err := p.Room(context.Background()); err != nil {
+		t.Fatalf("Room once the handle went: %v", err)
+	}
+	broken := errors.New("cluster unreachable")
+	countErr.Store(&broken)
+	err = p.Do(context.Background(), Call{Key: "b", Open: true}, func(*goruntime.Session, time.Duration) error { return nil })
+	if !errors.Is(err, broken) {
+		t.Fatalf("open while the count fails: %v, want its error", err)
+	}
+	countErr.Store(nil)
+	run(t, p, "b", "true")
+}
+
 // TestGoneAndReaped: a sandbox fn finds gone is forgotten (the next call
 // opens another); Reap closes an idle one and the next call is told how
 // long it sat idle.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,8 +33,11 @@ type Backend struct {
 
 	renewEvery time.Duration // claim renewal period, ClaimTTL/3
 
-	mu   sync.Mutex
-	held map[string]*Sandbox // claim name -> sandbox still open through this backend
+	mu sync.Mutex
+	// held are the sandboxes still open through this backend, by claim
+	// name: a handle's claim may be attached by several calls at once,
+	// each its own Sandbox, and each one's Disconnect lets go of its own.
+	held map[string][]*Sandbox
 }
 
 var _ goruntime.Backend = (*Backend)(nil)
@@ -111,7 +115,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent-sandbox client: %w", err)
 	}
-	return &Backend{opts: opts, k8s: &helper, client: client, held: map[string]*Sandbox{}, renewEvery: opts.ClaimTTL / 3}, nil
+	return &Backend{opts: opts, k8s: &helper, client: client, held: map[string][]*Sandbox{}, renewEvery: opts.ClaimTTL / 3}, nil
 }
 
 // Name returns "agent-sandbox".
@@ -147,17 +151,24 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 		return nil, fmt.Errorf("sandbox ID %q is not a claim name: %w", id, goruntime.ErrSandboxNotFound)
 	}
 	b.mu.Lock()
-	_, busy := b.held[id]
+	busy := len(b.held[id]) > 0
 	b.mu.Unlock()
 	if busy {
 		return nil, fmt.Errorf("sandbox %s is already open through this backend; Disconnect it before attaching again", id)
 	}
 	ns := b.opts.Namespace
-	if _, err := b.k8s.ExtensionsClient.SandboxClaims(ns).Get(ctx, id, metav1.GetOptions{}); err != nil {
+	claim, err := b.k8s.ExtensionsClient.SandboxClaims(ns).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
 		if k8serrors.IsNotFound(err) {
 			return nil, fmt.Errorf("no claim %s in namespace %s: %w", id, ns, goruntime.ErrSandboxNotFound)
 		}
 		return nil, fmt.Errorf("get claim %s/%s (is the cluster reachable?): %w: %w", ns, id, goruntime.ErrUnavailable, err)
+	}
+	if _, ok := claim.Labels[HandleLabel]; ok {
+		// Attached by its name, a handle's claim would skip what
+		// AttachHandle does: the owner check and the handle's own TTL
+		// (it would be renewed by Options.ClaimTTL, and deleted by Close).
+		return nil, fmt.Errorf("claim %s belongs to a sandbox handle: attach it through the handle (AttachHandle, an MCP sandbox_id): %w", id, goruntime.ErrSandboxNotFound)
 	}
 	if b.opts.ClaimTTL > 0 {
 		// Push the shutdown time out before anything else, so a claim
@@ -187,9 +198,9 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 // shutdown, with a context that is not already cancelled.
 func (b *Backend) CloseAll(ctx context.Context) error {
 	b.mu.Lock()
-	all := make([]*Sandbox, 0, len(b.held))
-	for _, s := range b.held {
-		all = append(all, s)
+	var all []*Sandbox
+	for _, ss := range b.held {
+		all = append(all, ss...)
 	}
 	b.mu.Unlock()
 	var errs []error
@@ -225,15 +236,28 @@ func (b *Backend) hold(sb *sandbox.Sandbox, ttl time.Duration, handle bool) *San
 		s.stopRenew = b.keepAlive(s.id, ttl, every)
 	}
 	b.mu.Lock()
-	b.held[s.id] = s
+	b.held[s.id] = append(b.held[s.id], s)
 	b.mu.Unlock()
 	return s
 }
 
-func (b *Backend) release(id string) {
+// release forgets s, one of the sandboxes held for its claim.
+func (b *Backend) release(s *Sandbox) {
 	b.mu.Lock()
-	delete(b.held, id)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	ss := slices.DeleteFunc(b.held[s.id], func(x *Sandbox) bool { return x == s })
+	if len(ss) == 0 {
+		delete(b.held, s.id)
+		return
+	}
+	b.held[s.id] = ss
+}
+
+// heldFor returns the sandboxes held for claim id.
+func (b *Backend) heldFor(id string) []*Sandbox {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.held[id])
 }
 
 // preflight checks what Open needs before creating a claim, so a missing

@@ -172,6 +172,24 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 	return out, nil
 }
 
+// CountHandles returns how many live handles Options.Namespace holds, of
+// every owner.
+func (b *Backend) CountHandles(ctx context.Context) (int, error) {
+	list, err := b.k8s.ExtensionsClient.SandboxClaims(b.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: HandleLabel})
+	if err != nil {
+		return 0, fmt.Errorf("agent-sandbox: count handles in %s: %w: %w", b.opts.Namespace, goruntime.ErrUnavailable, err)
+	}
+	now, n := time.Now(), 0
+	for i := range list.Items {
+		c := &list.Items[i]
+		owner := c.Annotations[HandleOwnerAnnotation]
+		if h, ok := claimHandle(c, owner, now); ok && owner != "" && goruntime.ValidHandleID(h.ID) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // DeleteHandle deletes the claim of owner's handle id (the controller
 // then deletes its pod).
 func (b *Backend) DeleteHandle(ctx context.Context, owner, id string) error {
@@ -179,12 +197,10 @@ func (b *Backend) DeleteHandle(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	// A sandbox of it still open through this backend stops renewing.
-	b.mu.Lock()
-	held := b.held[c.Name]
-	b.mu.Unlock()
-	if held != nil {
-		held.finish()
+	// Every sandbox of it still open through this backend (each call
+	// attached to it) stops renewing.
+	for _, s := range b.heldFor(c.Name) {
+		s.finish()
 	}
 	err = b.k8s.ExtensionsClient.SandboxClaims(b.opts.Namespace).Delete(ctx, c.Name, metav1.DeleteOptions{})
 	switch {

@@ -124,3 +124,115 @@ func mapValues(m map[string]string) []string {
 	}
 	return out
 }
+
+// letGo reports whether a handle's sandbox was let go of (Disconnect,
+// Close, DeleteHandle, CloseAll): its claim renewal stopped.
+func letGo(sb goruntime.Sandbox) bool {
+	s := sb.(*handleSandbox).Sandbox
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+// Two calls may hold one handle at once, each its own attachment: the
+// first one's release must not drop the second from what the backend
+// holds, so CloseAll (shutdown) and DeleteHandle still let go of it.
+// Before, the backend kept one entry per claim: the first release removed
+// the second's, whose renewal then ran on after shutdown and delete.
+func TestHandleHeldByTwoCalls(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	b := newBackend(t, c, newRouter(t), nil)
+	ctx := t.Context()
+	h, sb, err := b.CreateHandle(ctx, "alice", goruntime.HandleSpec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	attach := func() goruntime.Sandbox {
+		t.Helper()
+		_, s, err := b.AttachHandle(ctx, "alice", h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// Shutdown with the second call still attached.
+	first, second := attach(), attach()
+	if err := first.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if letGo(second) {
+		t.Fatal("the first call's release let go of the second's attachment")
+	}
+	if err := b.CloseAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !letGo(second) {
+		t.Fatal("CloseAll left the second call's attachment held (its claim renewal runs on)")
+	}
+	if _, ok := c.claim(t, sb.ID()); !ok {
+		t.Fatal("CloseAll deleted a handle's claim; it should only release it")
+	}
+
+	// Delete with two calls attached ends both.
+	first, second = attach(), attach()
+	if err := first.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third := attach()
+	if err := b.DeleteHandle(ctx, "alice", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !letGo(second) || !letGo(third) {
+		t.Fatalf("after DeleteHandle: second let go %v, third %v; want both", letGo(second), letGo(third))
+	}
+	if n := len(b.heldFor(sb.ID())); n != 0 {
+		t.Errorf("%d attachments of the deleted handle still held", n)
+	}
+}
+
+// A handle's claim cannot be attached by its name (Backend.Attach,
+// mcp-server --claim): that would skip the owner check and renew it by
+// Options.ClaimTTL instead of its own TTL (and Close would delete it).
+// CountHandles counts every owner's live handles.
+func TestHandleClaimNotAttachedByName(t *testing.T) {
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	b := newBackend(t, c, newRouter(t), nil)
+	ctx := t.Context()
+	h, sb, err := b.CreateHandle(ctx, "alice", goruntime.HandleSpec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimName := sb.ID()
+	if err := sb.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, sbB, err := b.CreateHandle(ctx, "bob", goruntime.HandleSpec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sbB.Disconnect(ctx)
+	if n, err := b.CountHandles(ctx); err != nil || n != 2 {
+		t.Errorf("CountHandles = %d, %v; want 2 (alice's and bob's)", n, err)
+	}
+	before, _ := c.claim(t, claimName)
+	if s, err := b.Attach(ctx, claimName); !errors.Is(err, goruntime.ErrSandboxNotFound) {
+		if s != nil {
+			_ = s.Disconnect(ctx)
+		}
+		t.Fatalf("Attach(%s), a handle's claim by name: %v, want ErrSandboxNotFound", claimName, err)
+	}
+	after, ok := c.claim(t, claimName)
+	if !ok || !after.Spec.Lifecycle.ShutdownTime.Equal(before.Spec.Lifecycle.ShutdownTime) {
+		t.Errorf("the refused Attach changed the claim: shutdown %v -> %v (exists %v)", before.Spec.Lifecycle.ShutdownTime, after, ok)
+	}
+	if err := b.DeleteHandle(ctx, "alice", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.CountHandles(ctx); err != nil || n != 1 {
+		t.Errorf("after a delete CountHandles = %d, %v; want 1", n, err)
+	}
+}

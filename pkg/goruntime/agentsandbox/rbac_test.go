@@ -80,6 +80,9 @@ func TestMCPServerRoleCoversTheBackend(t *testing.T) {
 	if _, err := other.ListHandles(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := other.CountHandles(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := other.DeleteHandle(ctx, "alice", h.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,7 @@ func (s *Sandbox) finish() bool {
 		return false
 	}
 	s.done = true
-	s.b.release(s.id)
+	s.b.release(s)
 	if s.stopRenew != nil {
 		s.stopRenew()
 	}

@@ -17,10 +17,10 @@ import (
 // AttachHandle, that another owner's ID and a missing one get the same
 // error wrapping goruntime.ErrSandboxNotFound (byte for byte once the ID
 // is taken out), that IDs have 128 bits, that listing shows an owner's own
-// handles with their labels, that a bad spec makes nothing, that delete
-// ends the handle, and that a handle idle past ttl (short: the check waits
-// for it, up to ttl + expireWait) is gone. It cleans up what it made and
-// returns the first failure.
+// handles with their labels and CountHandles counts them, that a bad spec
+// makes nothing, that delete ends the handle, and that a handle idle past
+// ttl (short: the check waits for it, up to ttl + expireWait) is gone. It
+// cleans up what it made and returns the first failure.
 func CheckHandles(ctx context.Context, hb goruntime.HandleBackend, ttl, expireWait time.Duration) (err error) {
 	const ownerA, ownerB = "check-owner-a", "check-owner-b"
 	var made []string
@@ -115,6 +115,11 @@ func CheckHandles(ctx context.Context, hb goruntime.HandleBackend, ttl, expireWa
 	listA, err := hb.ListHandles(ctx, ownerA)
 	if err != nil {
 		return fail("ListHandles: %v", err)
+	}
+	// The count covers every owner's handles (others may exist: the
+	// backend may be shared, so only a lower bound is checked).
+	if n, err := hb.CountHandles(ctx); err != nil || n < len(listA)+len(listB) {
+		return fail("CountHandles = %d, %v; want at least the %d handles the two owners list", n, err, len(listA)+len(listB))
 	}
 	found := false
 	for _, x := range listA {

@@ -123,6 +123,21 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 	return out, nil
 }
 
+// CountHandles returns how many live handles the fake holds, of every
+// owner.
+func (b *Backend) CountHandles(ctx context.Context) (int, error) {
+	b.reapHandles(b.now())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, h := range b.handles {
+		if b.live[h.sandbox] != nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // DeleteHandle closes the sandbox of owner's handle id and forgets it.
 func (b *Backend) DeleteHandle(ctx context.Context, owner, id string) error {
 	_, sb, err := b.lookup(owner, id, false)

@@ -262,8 +262,16 @@ func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 // process. Errors wrap goruntime.ErrSandboxNotFound when no sandbox with
 // that ID is running, and goruntime.ErrSandboxGone when its processes run
 // but its runtime server stopped answering (stopped by SIGSTOP, wedged):
-// Attach then kills that sandbox and removes its directory.
+// Attach then kills that sandbox and removes its directory. A durable
+// handle's sandbox is not attached by ID (the error wraps
+// goruntime.ErrSandboxNotFound): AttachHandle attaches it.
 func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, error) {
+	if b.handleOf(id) {
+		// Attached by its ID, a handle's sandbox would skip what
+		// AttachHandle does: the owner check, the lock that keeps
+		// reapers off it and the renewal of its idle TTL.
+		return nil, fmt.Errorf("local sandbox %s belongs to a sandbox handle: attach it through the handle (AttachHandle, an MCP sandbox_id): %w", id, goruntime.ErrSandboxNotFound)
+	}
 	return b.attach(ctx, id)
 }
 

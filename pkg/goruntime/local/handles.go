@@ -225,6 +225,59 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 	return out, nil
 }
 
+// CountHandles returns how many live handles the state directory holds,
+// of every owner.
+func (b *Backend) CountHandles(ctx context.Context) (int, error) {
+	now, n := time.Now(), 0
+	err := b.eachHandle(func(rec handleRecord, fi os.FileInfo) bool {
+		if !now.After(fi.ModTime().Add(rec.TTL)) && b.sandboxAlive(rec.Sandbox) {
+			n++
+		}
+		return true
+	})
+	if err != nil {
+		return 0, fmt.Errorf("local backend: count handles: %w", err)
+	}
+	return n, nil
+}
+
+// handleOf reports whether sandbox id is a handle's (a record names it,
+// live or not yet reaped).
+func (b *Backend) handleOf(id string) bool {
+	found := false
+	_ = b.eachHandle(func(rec handleRecord, _ os.FileInfo) bool {
+		found = rec.Sandbox == id
+		return !found
+	})
+	return found
+}
+
+// eachHandle calls fn with every handle record in the state directory,
+// of every owner, until fn returns false.
+func (b *Backend) eachHandle(fn func(handleRecord, os.FileInfo) bool) error {
+	root := stateDir(b.opts.StateDir).handles()
+	owners, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range owners {
+		entries, _ := os.ReadDir(filepath.Join(root, o.Name()))
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".json") {
+				continue
+			}
+			rec, fi, err := readHandleFile(filepath.Join(root, o.Name(), e.Name()))
+			if err == nil && !fn(rec, fi) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
 // DeleteHandle ends the sandbox of owner's handle id and removes the
 // handle, also while another process has it attached (its calls then
 // fail with goruntime.ErrSandboxGone).

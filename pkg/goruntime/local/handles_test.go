@@ -250,3 +250,41 @@ func BenchmarkHandle(b *testing.B) {
 		}
 	})
 }
+
+// A handle's sandbox cannot be attached by its internal sandbox ID
+// (Backend.Attach, mcp-server --claim): that would skip the owner check,
+// the lock that keeps reapers off it and the renewal of its TTL. Its
+// handle still works afterwards, and CountHandles counts it.
+func TestHandleSandboxNotAttachedByID(t *testing.T) {
+	b := newBackend(t, testOptions())
+	ctx := context.Background()
+	h, sb, err := b.CreateHandle(ctx, "by-id", goruntime.HandleSpec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.DeleteHandle(context.Background(), "by-id", h.ID) })
+	internal := sb.ID()
+	if err := sb.WriteFile(ctx, "kept.txt", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.CountHandles(ctx); err != nil || n < 1 {
+		t.Errorf("CountHandles = %d, %v with a live handle", n, err)
+	}
+	if s2, err := b.Attach(ctx, internal); !errors.Is(err, goruntime.ErrSandboxNotFound) {
+		if s2 != nil {
+			_ = s2.Disconnect(ctx)
+		}
+		t.Fatalf("Attach(%s), a handle's sandbox by its ID: %v, want ErrSandboxNotFound", internal, err)
+	}
+	_, sb2, err := b.AttachHandle(ctx, "by-id", h.ID)
+	if err != nil {
+		t.Fatalf("AttachHandle after the refused Attach: %v", err)
+	}
+	defer sb2.Disconnect(ctx)
+	if data, err := sb2.ReadFile(ctx, "kept.txt"); err != nil || string(data) != "kept" {
+		t.Fatalf("kept.txt = %q, %v", data, err)
+	}
+}
