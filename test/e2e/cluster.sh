@@ -209,8 +209,14 @@ while [[ ! -f $dir/ready ]]; do
 	fi
 	sleep 0.5
 done
+sleep 0.5 # the last lines
 kill "$tail_pid" 2>/dev/null || true
 tail_pid=""
 trap - EXIT INT TERM
+# Run through sudo: the kubeconfig (the cluster's admin token; mode 0600)
+# is for the user who asked for the cluster.
+if [[ -n ${SUDO_UID:-} && -n ${SUDO_GID:-} ]]; then
+	chown "$SUDO_UID:$SUDO_GID" "$kubeconfig"
+fi
 say "up in $(($(date +%s) - t_start)) s"
 how_to_use

@@ -6,8 +6,9 @@
 # sandbox-router and the sandboxes as pods of images built here.
 #
 # Steps (each timed at the end):
-#   1. take a machine-wide lock (one run at a time), install the system
-#      packages (scripts/install-deps.sh), undo what a killed run left
+#   1. take a machine-wide lock (one run at a time; lib.sh's e2e_lock, which
+#      refuses while a cluster from make cluster holds it), install the
+#      system packages (scripts/install-deps.sh), undo what a killed run left
 #   2. build, once, into /var/cache/go-runtime-sandbox/e2e: the Kubernetes
 #      and agent-sandbox binaries (build-tools.sh), containerd and gVisor
 #      (build-node.sh), the images (build-images.sh: base stand-ins, made
