@@ -117,8 +117,8 @@ kube-controller-manager, kube-scheduler, containerd with runc and gVisor,
 a kubelet, the agent-sandbox controller), applies manifests/router and
 manifests/base to --namespace, and keeps it all running until SIGTERM or
 SIGINT, then stops it. Not meant to be run by hand: make cluster runs it
-(test/e2e/cluster.sh) inside the namespaces it needs, and make
-cluster-down ends it (docs/e2e.md, "make cluster").
+(test/e2e/cluster.sh) inside the namespaces it needs, and
+make cluster-down ends it (docs/e2e.md, "make cluster").
 
 Exits 0 after a clean stop, 1 when bring-up failed (the message says what
 and where the logs are), 2 for bad flags.

@@ -48,7 +48,7 @@ func TestRunHelpTeachesWhereItBelongs(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, io.Discard, &stderr, noEnv); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, want := range []string{"make cluster", "make cluster-down", "--host-netns-fd"} {
+	for _, want := range []string{"make cluster", "make cluster-down", "-host-netns-fd"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stderr.String())
 		}
