@@ -82,7 +82,7 @@ lint: deps ## staticcheck, shellcheck the scripts, render every kustomize overla
 	shellcheck -x scripts/*.sh test/e2e/*.sh .ci/run
 	@# kubectl from PATH, else the one the e2e harness builds from pinned sources.
 	kubectl=$$(command -v kubectl || echo "$$(bash test/e2e/build-tools.sh)/kubectl"); \
-	for o in manifests/base manifests/router manifests/mcp-server manifests/overlays/*/; do \
+	for o in manifests/base manifests/router manifests/mcp-server manifests/modproxy manifests/overlays/*/; do \
 		echo "kustomize $$o"; "$$kubectl" kustomize "$$o" >/dev/null || exit 1; \
 	done
 
