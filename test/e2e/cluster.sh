@@ -69,7 +69,7 @@ v1.0.3, the router and the warm pool go-runtime-pool in namespace default.
   go run ./cmd/mcp-server --backend=agent-sandbox --http=127.0.0.1:8931
   $(e2e_kubectl_hint)
 
-Logs: $dir/logs (components), $dir/cluster.log (bring-up).
+Logs: $dir/run/logs (components), $dir/cluster.log (bring-up), $dir/logs (build).
 It keeps running (and holds the e2e lock: make e2e refuses meanwhile) until
 
   make cluster-down
@@ -110,30 +110,47 @@ down)
 		# unshare --kill-child: PID 1 of the namespace gets SIGKILL, and
 		# the kernel kills the rest; its mounts and network go with it.
 		kill -KILL "$pid" 2>/dev/null || true
-		# The lock is free once the last process of the namespace is gone.
-		if ! flock -w 60 9; then
-			say "processes of it still hold $e2e_lock_file after 60 s; try again" >&2
-			exit 1
-		fi
-	elif ! flock -n 9; then
-		say "no cluster from make cluster is up (an e2e run is, and cleans up after itself)"
-		exit 0
+		for _ in $(seq 300); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
 	elif [[ ! -e $dir && ! -e $e2e_cluster_marker ]]; then
 		say "no cluster from make cluster is up; nothing to do"
 		exit 0
 	else
 		say "no cluster from make cluster is up; removing what one left"
 	fi
-	e2e_restore_host
-	rm -rf "/dev/shm/e2e-etcd-$(basename "$dir/run")"
+	# Its processes go a moment after the namespace's first one.
+	for _ in $(seq 300); do
+		e2e_cluster_leftovers "$dir/run" "$cache" >/dev/null && break
+		sleep 0.1
+	done
 	rm -f "$e2e_cluster_marker"
-	if left=$(e2e_leftovers "$dir/run" "$cache"); then
+	rm -rf "/dev/shm/e2e-etcd-$(basename "$dir/run")"
+	if left=$(e2e_cluster_leftovers "$dir/run" "$cache"); then
 		rm -rf "$dir"
-		say "down: no process, mount, network namespace or cgroup of it is left; sysctls restored; $dir removed"
+		say "no process or mount of it is left; $dir removed"
 	else
-		say "down, but these are left:" >&2
+		say "these are left:" >&2
 		echo "$left" >&2
 		exit 1
+	fi
+	# The host's undo needs the lock. An e2e run waiting behind the
+	# cluster may have taken it the moment the cluster's processes were
+	# gone: every run starts with the same undo (e2e_restore_host), so
+	# it is done then, and must not be done here under a run that has
+	# changed the host again since.
+	if flock -w 10 9; then
+		e2e_restore_host
+		if left=$(e2e_host_leftovers); then
+			say "down: sysctls restored, cgroup /$e2e_cgroup_root removed; nothing of it is left"
+		else
+			say "down, but these are left:" >&2
+			echo "$left" >&2
+			exit 1
+		fi
+	else
+		say "down; an e2e run holds $e2e_lock_file (it took it when the cluster let go of it): its first step undoes what the cluster changed on the host (sysctls, cgroup /$e2e_cgroup_root)"
 	fi
 	exit 0
 	;;

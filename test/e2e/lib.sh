@@ -129,16 +129,14 @@ e2e_restore_host() {
 	fi
 }
 
-# e2e_leftovers DIR [BIN_DIR...] prints what of the cluster whose work
-# directory is DIR is still on the host, and fails when there is any: a
-# process whose command line names DIR or its etcd data, or whose
-# executable is in a BIN_DIR (the cached tools and node binaries); a mount
-# under DIR; the cgroup e2e_cgroup_root (the kubelet's pods); an undo of
-# e2e_prepare_host not done.
-e2e_leftovers() {
-	local dir=$1 p exe cmd h f b state left=0
+# e2e_cluster_leftovers DIR [BIN_DIR...] prints the processes and mounts
+# of the cluster whose work directory is DIR that are still on the host,
+# and fails when there are any: a process whose command line names DIR or
+# its etcd data, or whose executable is in a BIN_DIR (the cached tools and
+# node binaries); a mount under DIR.
+e2e_cluster_leftovers() {
+	local dir=$1 p exe cmd b left=0
 	shift
-	state="$(e2e_host_state)"
 	for p in /proc/[0-9]*; do
 		[[ ${p#/proc/} == "$$" ]] && continue
 		exe="$(readlink "$p/exe" 2>/dev/null)" || continue
@@ -155,6 +153,15 @@ e2e_leftovers() {
 		grep -F " $dir/" /proc/mounts | sed 's/^/mount /'
 		left=1
 	fi
+	return "$left"
+}
+
+# e2e_host_leftovers prints what e2e_restore_host should have undone and
+# is still there (the cgroup e2e_cgroup_root, an undo record), and fails
+# when there is any. Meaningful only while holding the lock.
+e2e_host_leftovers() {
+	local h f state left=0
+	state="$(e2e_host_state)"
 	while read -r h; do
 		[[ -d $h/$e2e_cgroup_root ]] && { echo "cgroup $h/$e2e_cgroup_root"; left=1; }
 	done < <(e2e_cgroup_mounts)
