@@ -121,13 +121,13 @@ down)
 		say "no cluster from make cluster is up; removing what one left"
 	fi
 	# Its processes go a moment after the namespace's first one.
-	for _ in $(seq 300); do
-		e2e_cluster_leftovers "$dir/run" "$cache" >/dev/null && break
-		sleep 0.1
+	for _ in $(seq 60); do
+		e2e_cluster_leftovers "$dir/run" >/dev/null && break
+		sleep 0.5
 	done
 	rm -f "$e2e_cluster_marker"
 	rm -rf "/dev/shm/e2e-etcd-$(basename "$dir/run")"
-	if left=$(e2e_cluster_leftovers "$dir/run" "$cache"); then
+	if left=$(e2e_cluster_leftovers "$dir/run"); then
 		rm -rf "$dir"
 		say "no process or mount of it is left; $dir removed"
 	else

@@ -129,26 +129,23 @@ e2e_restore_host() {
 	fi
 }
 
-# e2e_cluster_leftovers DIR [BIN_DIR...] prints the processes and mounts
-# of the cluster whose work directory is DIR that are still on the host,
-# and fails when there are any: a process whose command line names DIR or
-# its etcd data, or whose executable is in a BIN_DIR (the cached tools and
-# node binaries); a mount under DIR.
+# e2e_cluster_leftovers DIR prints the processes and mounts of the
+# cluster whose work directory is DIR that are still on the host, and
+# fails when there are any: a process whose command line names DIR or its
+# etcd data (every component's does: its config, state, socket or
+# certificates are there), a mount under DIR. Not the cached binaries: an
+# e2e run beside it runs the same ones.
 e2e_cluster_leftovers() {
-	local dir=$1 p exe cmd b left=0
-	shift
-	for p in /proc/[0-9]*; do
-		[[ ${p#/proc/} == "$$" ]] && continue
-		exe="$(readlink "$p/exe" 2>/dev/null)" || continue
-		cmd="$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" || continue
-		for b in "$@"; do
-			[[ $exe == "$b"/* ]] && { echo "process ${p#/proc/}: $cmd"; left=1; continue 2; }
-		done
-		if [[ $cmd == *"$dir/"* || $cmd == *"e2e-etcd-$(basename "$dir")"* ]]; then
-			echo "process ${p#/proc/}: $cmd"
-			left=1
-		fi
-	done
+	local dir=$1 f cmd left=0
+	# One grep over every command line (a process per process is slow on
+	# a busy machine); it matches itself, which is skipped.
+	while read -r f; do
+		cmd="$({ tr '\0' ' ' <"$f"; } 2>/dev/null)" || continue
+		[[ -z $cmd || $cmd == grep\ * ]] && continue
+		f=${f#/proc/}
+		echo "process ${f%/cmdline}: $cmd"
+		left=1
+	done < <(grep -alF -e "$dir/" -e "e2e-etcd-$(basename "$dir")" /proc/[0-9]*/cmdline 2>/dev/null)
 	if grep -qF " $dir/" /proc/mounts; then
 		grep -F " $dir/" /proc/mounts | sed 's/^/mount /'
 		left=1
