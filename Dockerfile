@@ -97,7 +97,7 @@ COPY . .
 # cache mounts on the build host), so a source edit recompiles only the
 # packages it touched.
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-podserver
+    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/sandbox-podserver ./cmd/modproxy
 
 # --- mcp-server: the MCP front end as a Kubernetes Deployment ---------------
 # A separate target (buildah bud --target mcp-server, docker build --target
@@ -146,6 +146,9 @@ COPY --from=seed --chown=1000:1000 /cache/ /cache/
 # then out of the commands' reach, where a companion could be killed or
 # stopped by them (docs/sandbox-server.md, "On Kubernetes").
 COPY --from=build /out/sandbox-podserver /usr/local/bin/
+# The module allowlist proxy, run from this image by manifests/modproxy
+# (its own Deployment: sandboxes never run it).
+COPY --from=build /out/modproxy /usr/local/bin/
 
 USER 1000:1000
 WORKDIR /app

@@ -18,7 +18,7 @@ BENCH_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
 RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
 
-.PHONY: help deps build demo test unit race e2e e2e-full e2e-root bench bench-go vet lint
+.PHONY: help deps build demo test unit race e2e e2e-full e2e-root cluster cluster-down bench bench-go vet lint
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
@@ -64,6 +64,16 @@ e2e: e2e-root deps ## end-to-end on a real one-node cluster: kubelet, containerd
 e2e-full: e2e-root deps ## the e2e with every flow under gVisor too and a 30-claim benchmark (~15 min warm; root)
 	E2E_FULL=1 E2E_CLAIMS=30 E2E_TIMEOUT=50m bash test/e2e/run.sh
 
+# make cluster: the e2e's cluster, left running for trying the
+# agent-sandbox backend by hand (no Docker or kind needed); it prints the
+# kubeconfig and the commands. Root, like the e2e (test/e2e/cluster.sh
+# refuses otherwise and names the command).
+cluster: ## bring up the e2e's one-node cluster (kubelet, containerd with runc and gVisor, agent-sandbox v1.0.3, our image, router, warm pool) and leave it running; prints the KUBECONFIG to use (root)
+	bash test/e2e/cluster.sh up
+
+cluster-down: ## stop the cluster make cluster started and undo what it changed on the host (root)
+	bash test/e2e/cluster.sh down
+
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
 
 lint: deps ## gofmt, staticcheck, shellcheck the scripts, render every kustomize overlay
@@ -72,10 +82,10 @@ lint: deps ## gofmt, staticcheck, shellcheck the scripts, render every kustomize
 	if [ -n "$$unformatted" ]; then echo "lint: not gofmt-formatted (run gofmt -w): $$unformatted" >&2; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./test/e2e/...
-	shellcheck scripts/*.sh test/e2e/*.sh .ci/run
+	shellcheck -x scripts/*.sh test/e2e/*.sh .ci/run
 	@# kubectl from PATH, else the one the e2e harness builds from pinned sources.
 	kubectl=$$(command -v kubectl || echo "$$(bash test/e2e/build-tools.sh)/kubectl"); \
-	for o in manifests/base manifests/router manifests/mcp-server manifests/overlays/*/; do \
+	for o in manifests/base manifests/router manifests/mcp-server manifests/modproxy manifests/overlays/*/; do \
 		echo "kustomize $$o"; "$$kubectl" kustomize "$$o" >/dev/null || exit 1; \
 	done
 

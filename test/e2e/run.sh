@@ -6,8 +6,9 @@
 # sandbox-router and the sandboxes as pods of images built here.
 #
 # Steps (each timed at the end):
-#   1. take a machine-wide lock (one run at a time), install the system
-#      packages (scripts/install-deps.sh), undo what a killed run left
+#   1. take a machine-wide lock (one run at a time; lib.sh's e2e_lock, which
+#      refuses while a cluster from make cluster holds it), install the
+#      system packages (scripts/install-deps.sh), undo what a killed run left
 #   2. build, once, into /var/cache/go-runtime-sandbox/e2e: the Kubernetes
 #      and agent-sandbox binaries (build-tools.sh), containerd and gVisor
 #      (build-node.sh), the images (build-images.sh: base stand-ins, made
@@ -35,7 +36,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
-# shellcheck source=/dev/null
+# shellcheck source=test/e2e/lib.sh
 source test/e2e/lib.sh
 
 if [[ $(id -u) != 0 ]]; then
@@ -45,88 +46,26 @@ if [[ $(id -u) != 0 ]]; then
 fi
 
 # --- 1. one run at a time, packages, leftovers -------------------------------
-lock=/var/lock/go-runtime-sandbox-e2e.lock
-exec 9>"$lock"
-if ! flock -n 9; then
-	echo "e2e: another e2e run holds $lock; waiting for it" >&2
-	flock 9
-fi
+e2e_lock e2e || exit 1
 
 t_start=$(date +%s)
 bash scripts/install-deps.sh etcd-server runc containernetworking-plugins buildah debootstrap iptables iproute2 util-linux >&2
 
 cache="$(e2e_cache_root)"
-state="$cache/host-state" # what this run changed on the host, for the undo
-cgroup_root=go-runtime-sandbox-e2e # cluster.CgroupRoot without the slash
-sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+e2e_restore_host
 
-# restore_host undoes what a run changed outside its work directory. Safe
-# to run twice, and with nothing to undo.
-cgroup_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/mounts; }
-restore_host() {
-	local h _
-	while read -r h; do
-		[[ -d $h/$cgroup_root ]] || continue
-		# Cgroups empty out a moment after their last process died.
-		for _ in $(seq 50); do
-			find "$h/$cgroup_root" -depth -type d -exec rmdir {} + 2>/dev/null || true
-			[[ -d $h/$cgroup_root ]] || break
-			sleep 0.2
-		done
-		[[ -d $h/$cgroup_root ]] && echo "e2e: could not remove cgroup $h/$cgroup_root (processes left?)" >&2
-	done < <(cgroup_mounts)
-	if [[ -f $state/sysctl ]]; then
-		local kv
-		while read -r kv; do sysctl -q -w "$kv" >/dev/null || echo "e2e: could not restore sysctl $kv" >&2; done <"$state/sysctl"
-		rm -f "$state/sysctl"
-	fi
-	if [[ -f $state/dirs ]]; then
-		local d
-		while read -r d; do rmdir "$d" 2>/dev/null || true; done <"$state/dirs"
-		rm -f "$state/dirs"
-	fi
-}
-mkdir -p "$state"
-restore_host
-
-# --- 2. tools and images (cached) --------------------------------------------
-# The base images need neither the tools nor containerd, so they are made
-# beside them: on a cold machine debootstrap waits on the Debian mirror
-# while the Go builds use the CPU.
-t0=$(date +%s)
-bash test/e2e/build-images.sh --base &
-base_pid=$!
-trap 'kill "$base_pid" 2>/dev/null || true' EXIT
-tools="$(bash test/e2e/build-tools.sh)"
-t_tools=$(($(date +%s) - t0))
-t0=$(date +%s)
-nodebin="$(bash test/e2e/build-node.sh)"
-t_node=$(($(date +%s) - t0))
-t0=$(date +%s)
-wait "$base_pid" || { echo "e2e: building the base images failed (above)" >&2; exit 1; }
-
-# --- 3. this repo's binaries and the test binaries ---------------------------
-# Built beside the image build (step 2's last part): buildah spends most of
-# its time writing layers, the Go builds in the linker.
+# --- 2. tools and images (cached), 3. this repo's binaries and the test binaries
 work="$(mktemp -d "${TMPDIR:-/tmp}/e2e.XXXXXX")"
 mkdir -p "$work/bin" "$work/logs"
-crds="$(cd test/e2e/tools && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds"
+trap 'rm -rf "$work"' EXIT
+# shellcheck disable=SC2317 # run by e2e_build
 build_binaries() {
-	local t0
-	t0=$(date +%s)
 	go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/sandbox-processapi ./cmd/demo ./cmd/mcp-server &&
 		go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/ &&
-		(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox) &&
-		echo "$(($(date +%s) - t0))" >"$work/build-seconds"
+		(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox)
 }
-build_binaries >"$work/logs/build.log" 2>&1 &
-build_pid=$!
-trap 'kill "$build_pid" 2>/dev/null; wait "$build_pid" 2>/dev/null; rm -rf "$work"' EXIT
-images="$(bash test/e2e/build-images.sh "$tools/sandbox-router")"
-t_images=$(($(date +%s) - t0))
-wait "$build_pid" || { cat "$work/logs/build.log" >&2; echo "e2e: building the binaries failed (above)" >&2; exit 1; }
+e2e_build "$work" build_binaries || exit 1
 trap - EXIT
-t_build=$(cat "$work/build-seconds")
 
 # --- 4. the run, in its own namespaces ---------------------------------------
 ns_pid=""
@@ -141,7 +80,7 @@ cleanup() {
 		wait "$ns_pid" 2>/dev/null || true
 	fi
 	rm -rf "/dev/shm/e2e-etcd-$(basename "$work")"
-	restore_host
+	e2e_restore_host
 	if [[ $rc -eq 0 && "${E2E_KEEP:-0}" != 1 ]]; then
 		rm -rf "$work"
 	else
@@ -154,24 +93,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Host state the kubelet changes (it sets these kernel sysctls) or that the
-# namespaces need (mount points, the cgroup root), recorded before changing.
-for k in "${sysctls[@]}"; do
-	echo "$k=$(sysctl -n "$k")" >>"$state/sysctl"
-done
-for d in /var/lib/cni /var/log/containers; do
-	if [[ ! -d $d ]]; then
-		mkdir -p "$d"
-		echo "$d" >>"$state/dirs"
-	fi
-done
-while read -r h; do
-	mkdir -p "$h/$cgroup_root"
-	if [[ -f $h/cpuset.cpus ]]; then
-		cat "$h/cpuset.cpus" >"$h/$cgroup_root/cpuset.cpus"
-		cat "$h/cpuset.mems" >"$h/$cgroup_root/cpuset.mems"
-	fi
-done < <(cgroup_mounts)
+# What the run changes on the host, recorded before changing (lib.sh).
+e2e_prepare_host
 
 claims="${E2E_CLAIMS:-12}"
 bench=(-test.bench=ClaimReady "-test.benchtime=${claims}x")

@@ -4,14 +4,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -106,16 +103,15 @@ func activate(t testing.TB, rt *runtimeTarget) {
 		return
 	}
 	if !rt.applied {
-		_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rt.ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("create namespace %s: %v", rt.ns, err)
+		if err := c.EnsureNamespace(ctx, rt.ns); err != nil {
+			t.Fatal(err)
 		}
-		if out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", rt.ns, "-k", filepath.Join(shared.repo, "manifests", "router")); err != nil {
-			t.Fatalf("apply manifests/router to %s: %v\n%s", rt.ns, err, out)
+		if err := c.ApplyKustomization(ctx, rt.ns, filepath.Join(shared.repo, "manifests", "router"), false); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if out, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=e2e", "-n", rt.ns, "-k", filepath.Join(shared.repo, rt.kustomize)); err != nil {
-		t.Fatalf("apply %s to %s: %v\n%s", rt.kustomize, rt.ns, err, out)
+	if err := c.ApplyKustomization(ctx, rt.ns, filepath.Join(shared.repo, rt.kustomize), true); err != nil {
+		t.Fatal(err)
 	}
 	rt.applied = true
 	ip := waitRouter(ctx, t, rt.ns)
@@ -129,21 +125,11 @@ func activate(t testing.TB, rt *runtimeTarget) {
 // waitRouter waits for a Ready sandbox-router pod in ns and returns its IP.
 func waitRouter(ctx context.Context, t testing.TB, ns string) string {
 	t.Helper()
-	for {
-		pods, err := shared.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=sandbox-router"})
-		if err == nil {
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && podReady(&p) && p.Status.PodIP != "" {
-					return p.Status.PodIP
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no Ready sandbox-router pod in %s: %v; pods: %s", ns, err, podSummary(ns))
-		case <-time.After(200 * time.Millisecond):
-		}
+	ip, err := shared.c.WaitRouter(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ip
 }
 
 // waitNoSandboxPods waits until ns has no pods but the router's.
@@ -166,32 +152,11 @@ func waitNoSandboxPods(ctx context.Context, t testing.TB, ns string) {
 // (n <= 0: all of them) and returns how many it wants in all.
 func waitPoolReady(ctx context.Context, t testing.TB, ns, pool string, n int32) int32 {
 	t.Helper()
-	ext := extClient(t)
-	var last string
-	for {
-		wp, err := ext.ExtensionsV1beta1().SandboxWarmPools(ns).Get(ctx, pool, metav1.GetOptions{})
-		if err == nil {
-			want := int32(1)
-			if wp.Spec.Replicas != nil {
-				want = *wp.Spec.Replicas
-			}
-			need := want
-			if n > 0 {
-				need = min(n, want)
-			}
-			if want > 0 && wp.Status.ReadyReplicas >= need {
-				return want
-			}
-			last = fmt.Sprintf("%d of %d ready, waiting for %d", wp.Status.ReadyReplicas, want, need)
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("warm pool %s/%s not ready: %s; pods: %s", ns, pool, last, podSummary(ns))
-		case <-time.After(100 * time.Millisecond):
-		}
+	want, err := shared.c.WaitWarmPool(ctx, ns, pool, n)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return want
 }
 
 // poolReady waits until rt's warm pool has at least n ready sandboxes
