@@ -121,6 +121,9 @@ func runMain(m *testing.M) int {
 			fmt.Printf("summary: image: %s built in %d s, %d MB\n", strings.TrimPrefix(img.Ref, "docker.io/library/"), img.BuildSeconds, img.SizeMB)
 		}
 	}
+	for _, l := range firstGoRunLines() {
+		fmt.Printf("summary: %s\n", l)
+	}
 	summary.mu.Lock()
 	for _, k := range summary.keys {
 		fmt.Printf("summary: %s\n", summary.lines[k])
