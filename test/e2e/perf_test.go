@@ -197,6 +197,28 @@ func testWarmRatio(t *testing.T, rt *runtimeTarget) {
 			p.execTrue = append(p.execTrue, time.Since(start))
 		}
 	}
+	// Wall time against CPU time of the same go run, measured by bash in
+	// the sandbox: a sandbox whose command takes longer on the wall for
+	// the same CPU time waits for CPU (contention, its cgroup's share),
+	// one that also burns more CPU does more work.
+	cpu := map[string][]string{}
+	for i := range 3 {
+		for j := range places {
+			p := places[(i+j)%len(places)]
+			res, err := p.sess.Execute(ctx, goruntime.Request{Files: helloFiles, Command: `bash -c 'TIMEFORMAT="%R %U %S"; time go run . >/dev/null'`})
+			switch {
+			case err != nil:
+				cpu[p.name] = append(cpu[p.name], err.Error())
+			default:
+				cpu[p.name] = append(cpu[p.name], strings.TrimSpace(res.Stderr))
+			}
+		}
+	}
+	var cpuParts []string
+	for _, p := range places {
+		cpuParts = append(cpuParts, fmt.Sprintf("%s [%s]", p.name, strings.Join(cpu[p.name], "; ")))
+	}
+	report(t, "warm-ratio-cpu", "warm go run, real user sys (s) by bash in the sandbox, 3 interleaved: %s", strings.Join(cpuParts, ", "))
 	med := func(ds []time.Duration) time.Duration { return percentile(ds, 50) }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 	loc := places[0]

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 )
@@ -141,4 +142,40 @@ func fieldsOf(line string, keys ...string) string {
 		parts = append(parts, k+"="+rest)
 	}
 	return strings.Join(parts, " ")
+}
+
+// testRouterCancelMCP runs the MCP smoke suite's cancellation scenario
+// (a run_go_code cancelled by the client while its program runs; the
+// program must not write ./finished) with mcp-server reaching the pods
+// through the router (--connectivity=router, --api-url), the way the
+// last round saw it fail under gVisor.
+func testRouterCancelMCP(t *testing.T, rt *runtimeTarget) {
+	server := binary(t, "E2E_MCP_SERVER", "cmd/mcp-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	poolReady(ctx, t, rt, 1)
+	args := []string{
+		"--backend=agent-sandbox", "--kubeconfig=" + shared.c.Kubeconfig, "--namespace=" + rt.ns,
+		"--warm-pool-name=" + agentsandbox.DefaultWarmPool, "--api-url=" + rt.routerURL,
+		"--connectivity=" + agentsandbox.ConnectivityRouter,
+	}
+	var logs syncBuffer
+	target := smoke.StdioTarget(server, args, &logs)
+	for _, sc := range smoke.Scenarios() {
+		if sc.Name != "cancellation" {
+			continue
+		}
+		start := time.Now()
+		err := sc.Run(ctx, target)
+		verdict := "held (the cancelled program was killed)"
+		if err != nil {
+			verdict = "FAILED: " + err.Error()
+		}
+		report(t, "router-cancel-mcp-"+rt.name, "router cancel (%s, MCP run_go_code over --connectivity=router): %s in %v", rt.name, verdict, time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			t.Fatalf("MCP cancellation through the router (%s): %v\nserver log:\n%s\npods: %s", rt.name, err, logs.String(), podSummary(rt.ns))
+		}
+		return
+	}
+	t.Fatal("the smoke suite has no cancellation scenario")
 }

@@ -58,6 +58,12 @@ func TestRuntimes(t *testing.T) {
 					testRouterCancel(t, rt, m)
 				})
 			}
+			t.Run("RouterCancel/mcp", func(t *testing.T) {
+				if rt != gvisorTarget && !fullMatrix() {
+					t.Skip("MCP through the router: under gVisor (where it failed before); under runc too with E2E_FULL=1")
+				}
+				testRouterCancelMCP(t, rt)
+			})
 			t.Run("NetworkPolicyRendered", func(t *testing.T) { rt.clientSideFlow(t); testNetworkPolicy(t, rt) })
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) {
