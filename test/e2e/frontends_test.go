@@ -210,5 +210,5 @@ func TestFirstGoRunLocal(t *testing.T) {
 	}
 	defer sess.Close(context.Background())
 	first, second := timeGoRun(ctx, t, sess)
-	report(t, "first-go-run-local", "first go run in a local sandbox: %d ms (second %d ms)", first.Milliseconds(), second.Milliseconds())
+	recordFirstGoRun(t, "local", first, second)
 }

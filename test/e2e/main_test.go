@@ -98,6 +98,9 @@ func runMain(m *testing.M) int {
 		Images:   imgs,
 		PIDFile:  filepath.Join(work, "pids"),
 		Logger:   log,
+		// E2E_CONTROLLER_ARGS: extra agent-sandbox-controller flags,
+		// space-separated (docs/e2e.md).
+		ControllerArgs: strings.Fields(os.Getenv("E2E_CONTROLLER_ARGS")),
 	})
 	if err != nil {
 		return fail("cluster did not come up (logs in %s/logs):\n%v", work, err)
@@ -120,6 +123,9 @@ func runMain(m *testing.M) int {
 		if img.Name == "runtime" {
 			fmt.Printf("summary: image: %s built in %d s, %d MB\n", strings.TrimPrefix(img.Ref, "docker.io/library/"), img.BuildSeconds, img.SizeMB)
 		}
+	}
+	for _, l := range firstGoRunLines() {
+		fmt.Printf("summary: %s\n", l)
 	}
 	summary.mu.Lock()
 	for _, k := range summary.keys {

@@ -26,6 +26,10 @@
 # Env:
 #   E2E_RUN        -test.run pattern (default: every test)
 #   E2E_CLAIMS     claims the claim -> ready benchmark makes (default 12; 0 skips it)
+#   E2E_BURST_RATE, E2E_BURST_ONCE
+#                  TestClaimBurst's claims at 5/s and at once (default 10 and
+#                  5; 30 and 20 with E2E_FULL=1; 0 skips a phase)
+#   E2E_CONTROLLER_ARGS  extra agent-sandbox-controller flags, space-separated
 #   E2E_TIMEOUT    test timeout (default 25m)
 #   E2E_FULL=1     every flow under gVisor too (make e2e-full; default: the
 #                  runtime-dependent ones, docs/e2e.md)

@@ -45,6 +45,25 @@ func TestRuntimes(t *testing.T) {
 			t.Run("PodAttacks", func(t *testing.T) { testPodAttacks(t, rt) })
 			t.Run("PodDeletionWithinGrace", func(t *testing.T) { testPodDeletionWithinGrace(t, rt) })
 			t.Run("Corpus", func(t *testing.T) { testCorpus(t, rt) })
+			if rt == gvisorTarget {
+				t.Run("DefaultConnectivityRefused", func(t *testing.T) { testDefaultConnectivityGVisor(t, rt) })
+			} else {
+				t.Run("WarmRunGoCodeVsLocal", func(t *testing.T) { testWarmRatio(t, rt) })
+			}
+			for _, m := range modes {
+				t.Run("RouterCancel/"+m.name, func(t *testing.T) {
+					if !m.direct {
+						rt.clientSideFlow(t)
+					}
+					testRouterCancel(t, rt, m)
+				})
+			}
+			t.Run("RouterCancel/mcp", func(t *testing.T) {
+				if rt != gvisorTarget && !fullMatrix() {
+					t.Skip("MCP through the router: under gVisor (where it failed before); under runc too with E2E_FULL=1")
+				}
+				testRouterCancelMCP(t, rt)
+			})
 			t.Run("NetworkPolicyRendered", func(t *testing.T) { rt.clientSideFlow(t); testNetworkPolicy(t, rt) })
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) {
@@ -213,7 +232,7 @@ func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
 		t.Errorf("the pod's build cache does not hold the standard library (seed-cache init container):\n%s%s", stale.Stdout, stale.Stderr)
 	}
 	first, second := timeGoRun(ctx, t, sess)
-	report(t, "first-go-run-"+rt.name, "first go run in a claimed pod (%s): %d ms (second %d ms)", rt.name, first.Milliseconds(), second.Milliseconds())
+	recordFirstGoRun(t, rt.name, first, second)
 }
 
 // helloFiles is the program the first-go-run numbers are taken with.

@@ -170,6 +170,9 @@ func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, err
 		// (it would be renewed by Options.ClaimTTL, and deleted by Close).
 		return nil, fmt.Errorf("claim %s belongs to a sandbox handle: attach it through the handle (AttachHandle, an MCP sandbox_id): %w", id, goruntime.ErrSandboxNotFound)
 	}
+	if err := b.checkClaimRoute(ctx, claim); err != nil {
+		return nil, err
+	}
 	if b.opts.ClaimTTL > 0 {
 		// Push the shutdown time out before anything else, so a claim
 		// close to expiry is not deleted while we attach.
@@ -276,12 +279,16 @@ func (b *Backend) preflight(ctx context.Context) error {
 	if tmpl == "" {
 		return fmt.Errorf("warm pool %s/%s names no sandboxTemplateRef: %w", ns, pool, goruntime.ErrUnavailable)
 	}
-	if _, err := b.k8s.ExtensionsClient.SandboxTemplates(ns).Get(ctx, tmpl, metav1.GetOptions{}); err != nil {
+	t, err := b.k8s.ExtensionsClient.SandboxTemplates(ns).Get(ctx, tmpl, metav1.GetOptions{})
+	if err != nil {
 		if k8serrors.IsNotFound(err) {
 			return fmt.Errorf("warm pool %s/%s uses template %s, which does not exist in namespace %s (kubectl apply -n %s -k manifests/base): %w",
 				ns, pool, tmpl, ns, ns, goruntime.ErrUnavailable)
 		}
 		return fmt.Errorf("get template %s/%s: %w: %w", ns, tmpl, goruntime.ErrUnavailable, err)
+	}
+	if err := b.checkTemplateRoute(ctx, t); err != nil {
+		return err
 	}
 	if wp.Status.ReadyReplicas == 0 {
 		b.opts.Logger.WarnContext(ctx, "warm pool has no ready sandboxes; the claim waits for a cold start",

@@ -134,6 +134,9 @@ func (b *Backend) AttachHandle(ctx context.Context, owner, id string) (goruntime
 	if err != nil {
 		return goruntime.Handle{}, nil, err
 	}
+	if err := b.checkClaimRoute(ctx, c); err != nil {
+		return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: attach handle %s: %w", id, err)
+	}
 	// Renew first, so a claim close to its shutdown time is not deleted
 	// while we attach.
 	if err := b.renewClaim(ctx, c.Name, h.TTL); err != nil {

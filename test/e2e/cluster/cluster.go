@@ -56,6 +56,9 @@ type Config struct {
 	// wrapper can kill them if the test binary dies.
 	PIDFile string
 	Logger  *slog.Logger
+	// ControllerArgs are extra flags for agent-sandbox-controller (e.g.
+	// --sandbox-warm-pool-replenish-delay=2s).
+	ControllerArgs []string
 }
 
 // Step is one stage of bring-up and how long it took.
@@ -277,10 +280,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		return fmt.Errorf("create RuntimeClass gvisor: %w", err)
 	}
 
-	ctrl, err := c.run("agent-sandbox-controller", b.Controller,
-		"--kubeconfig="+c.Kubeconfig, "--extensions", "--leader-elect=false",
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ctrlMetrics),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ctrlProbe))
+	ctrl, err := c.run("agent-sandbox-controller", b.Controller, append([]string{
+		"--kubeconfig=" + c.Kubeconfig, "--extensions", "--leader-elect=false",
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ctrlMetrics),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ctrlProbe)}, c.cfg.ControllerArgs...)...)
 	if err != nil {
 		return err
 	}

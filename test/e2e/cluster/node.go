@@ -197,7 +197,7 @@ evictionHard:
   nodefs.available: 1%%
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
-maxPods: 40
+maxPods: 110
 `, n.nodeIP, port, healthz, CgroupRoot, n.sock,
 		filepath.Join(d, "pod-logs"), filepath.Join(d, "volume-plugins"), filepath.Join(d, "resolv.conf"))
 }
