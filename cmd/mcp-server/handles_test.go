@@ -213,20 +213,7 @@ func TestStatelessHTTP(t *testing.T) {
 	requireBwrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	logs := &logSink{}
-	args := []string{"--stateless"}
-	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
-		args = append(args, "--state-dir="+dir)
-	}
-	srv, err := smoke.StartHTTP(ctx, serverBin, serverArgs(t, args...), logs)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v\n%s", err, tail(logs.String(), 3000))
-		}
-	}()
+	srv, logs := startLocalHTTP(t, ctx, "--stateless")
 	connect := func() *mcp.ClientSession {
 		cs, err := srv.Target().Connect(ctx, nil)
 		if err != nil {
@@ -274,20 +261,7 @@ func TestLongCallResumesAcrossClosedStream(t *testing.T) {
 	requireBwrap(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	logs := &logSink{}
-	args := []string{"--sse-close-after=1s"}
-	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
-		args = append(args, "--state-dir="+dir)
-	}
-	srv, err := smoke.StartHTTP(ctx, serverBin, serverArgs(t, args...), logs)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, logs.String())
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v\n%s", err, tail(logs.String(), 3000))
-		}
-	}()
+	srv, logs := startLocalHTTP(t, ctx, "--sse-close-after=1s")
 	rc := &resumeCounter{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: rc}}, nil)
@@ -302,4 +276,25 @@ func TestLongCallResumesAcrossClosedStream(t *testing.T) {
 	if rc.n.Load() == 0 {
 		t.Fatalf("the client never resumed a stream: --sse-close-after=1s did not close a 3 s call's stream\n%s", tail(logs.String(), 3000))
 	}
+}
+
+// startLocalHTTP starts the built server over HTTP on the local backend
+// (the test state directory when set) with args, and stops it when the
+// test ends, failing the test if the stop does.
+func startLocalHTTP(t *testing.T, ctx context.Context, args ...string) (*smoke.HTTPServer, *logSink) {
+	t.Helper()
+	logs := &logSink{}
+	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
+		args = append(args, "--state-dir="+dir)
+	}
+	srv, err := smoke.StartHTTP(ctx, serverBin, serverArgs(t, args...), logs)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, tail(logs.String(), 3000))
+		}
+	})
+	return srv, logs
 }
