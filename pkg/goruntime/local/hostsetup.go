@@ -25,7 +25,8 @@ type SetupStep struct {
 }
 
 // SetupNeeded returns the steps Setup would take on this host for uid
-// with opts (its memory limit sizes the open-file table), none when every
+// with opts (its memory limit, with the memory disk's size for a uid
+// other than root, sizes the open-file table), none when every
 // protection root can add is in place: the open-file table raised when it
 // is too small (file-table), and on cgroup v1 the user's cgroup groups
 // (cgroup-memory, cgroup-pids, cgroup-cpu), which root makes for a user
@@ -33,7 +34,7 @@ type SetupStep struct {
 func SetupNeeded(uid int, opts Options) []SetupStep {
 	o := opts.withDefaults()
 	var steps []SetupStep
-	if fileTableProblem(o.MemoryBytes, hostFileMax()) != nil {
+	if fileTableProblem(o.chargedMemory(uid != 0), hostFileMax()) != nil {
 		steps = append(steps, SetupStep{Protections: []string{ProtFileTable},
 			What: fmt.Sprintf("raise fs.file-max from %d to %s, as systemd does at every boot, so that no sandbox can fill the host's open-file table (kept in %s)",
 				hostFileMax(), systemdFileMax, fileMaxConf)})

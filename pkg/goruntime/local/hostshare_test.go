@@ -25,10 +25,12 @@ import (
 
 // hostile runs command in s in the background until the test releases it
 // (or ends): it waits for /app/ready, then returns a release function that
-// creates /app/release and waits for the command's result.
+// creates /app/release and waits for the command's result. Both go through
+// the sandbox's runtime server, as a client's calls would: the host path
+// of /app is closed to a backend whose sandboxes run as uids of their own.
 func hostile(t *testing.T, s *goruntime.Session, req goruntime.Request) (release func() *goruntime.Result) {
 	t.Helper()
-	app := filepath.Join(s.Sandbox().(*local.Sandbox).Dir(), "app")
+	sb := s.Sandbox()
 	var (
 		res  *goruntime.Result
 		err  error
@@ -41,7 +43,9 @@ func hostile(t *testing.T, s *goruntime.Session, req goruntime.Request) (release
 	var once sync.Once
 	release = func() *goruntime.Result {
 		once.Do(func() {
-			if werr := os.WriteFile(filepath.Join(app, "release"), nil, 0o644); werr != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if werr := sb.WriteFile(ctx, "release", strings.NewReader("")); werr != nil {
 				t.Errorf("release the hostile command: %v", werr)
 			}
 			<-done
@@ -53,13 +57,19 @@ func hostile(t *testing.T, s *goruntime.Session, req goruntime.Request) (release
 	}
 	t.Cleanup(func() { release() })
 	for {
-		if _, err := os.Stat(filepath.Join(app, "ready")); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, rerr := sb.ReadFile(ctx, "ready")
+		cancel()
+		switch {
+		case rerr == nil:
 			return release
+		case !errors.Is(rerr, goruntime.ErrNotExist):
+			t.Fatalf("wait for the hostile command to be ready: %v", rerr)
 		}
 		select {
 		case <-done:
 			t.Fatalf("hostile command ended before it was ready: %v\nstdout: %s\nstderr: %s", err, res.Stdout, res.Stderr)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -19,13 +19,23 @@ import (
 // starts it at the warm pool's CPU weight. A sandbox on a memory disk
 // (memdisk.go) has its memory limit raised by the disk's size: the
 // disk's files are charged to it, and a full disk must leave its
-// processes the MemoryBytes they were promised.
+// processes the MemoryBytes they were promised. Its socket buffers stay
+// bounded by MemoryBytes alone (cgroups.Limits.FilesBytes).
 func (o Options) cgroupLimits(pooled, memoryDisk bool) cgroups.Limits {
-	mem := o.MemoryBytes
+	lim := cgroups.Limits{MemoryBytes: o.MemoryBytes, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
 	if memoryDisk {
-		mem += o.DiskBytes
+		lim.FilesBytes = o.DiskBytes
 	}
-	return cgroups.Limits{MemoryBytes: mem, Processes: o.Processes + OwnTasks, CPUs: o.CPUs, Background: pooled}
+	return lim
+}
+
+// chargedMemory is the most memory a sandbox's cgroup is charged before
+// its limit is hit: MemoryBytes, plus DiskBytes on a memory disk. What
+// only the memory limit bounds (files held through mappings,
+// fileTableProblem) is bounded by this.
+func (o Options) chargedMemory(memoryDisk bool) int64 {
+	lim := o.cgroupLimits(false, memoryDisk)
+	return lim.MemoryBytes + lim.FilesBytes
 }
 
 // setRlimits gives the process pid (the gate, before it becomes
@@ -183,7 +193,7 @@ func hostFileMax() int64 {
 // memory cgroup, that one open file costs when a process holds it through
 // a memory mapping rather than a descriptor (open, mmap, close: a struct
 // file and a vm_area_struct). RLIMIT_NOFILE does not count such files, so
-// a sandbox's memory limit is what bounds them: MemoryBytes /
+// a sandbox's memory limit is what bounds them: chargedMemory /
 // mappedFileBytes. Measured on the development machines (kernel 6.18):
 // 406 bytes; the figure here is lower, so the bound errs towards more
 // files. TestMappedFilesShare keeps it honest: a sandbox that held more
@@ -201,7 +211,8 @@ const fileTableSandboxes = 4
 const systemdFileMax = "9223372036854775807"
 
 // fileTableProblem says why a host whose open-file table holds fileMax
-// files (fs.file-max) cannot run sandboxes of memoryBytes: one of them
+// files (fs.file-max) cannot run sandboxes charged memoryBytes
+// (chargedMemory): one of them
 // could fill a quarter of the table or more with files held through
 // mappings, and then every process on the host without CAP_SYS_ADMIN,
 // other sandboxes' servers among them, fails to open a file. nil when the
@@ -216,6 +227,6 @@ func fileTableProblem(memoryBytes, fileMax int64) *Protection {
 			"more than a quarter of the host's table: it would keep every other process from opening files",
 			fileMax, memoryBytes>>20, memoryBytes/mappedFileBytes),
 		Fix: fmt.Sprintf("raise it as systemd does at every boot: sudo scripts/host-setup.sh (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
-			"or lower the memory limit to at most %d MiB (Options.MemoryBytes); or relax it (Options.Relax.FileTable)",
+			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, with Options.DiskBytes when the disk is in memory); or relax it (Options.Relax.FileTable)",
 			systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
 }

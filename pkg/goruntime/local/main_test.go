@@ -65,6 +65,15 @@ func testOptions() local.Options {
 	return local.Options{ServerPath: serverPath, StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), WarmPool: -1, Relax: localtest.Here()}
 }
 
+// smallDisk gives opts a 64 MiB disk for a test of what the memory limit
+// bounds: a disk in memory (a backend that is not root) raises the memory
+// limit by its size (local.ChargedMemory), and the default 4 GiB would
+// dwarf the memory under test.
+func smallDisk(opts local.Options) local.Options {
+	opts.DiskBytes, opts.DiskInodes = 64<<20, 16384
+	return opts
+}
+
 // newBackend returns a backend with the seed prepared. Missing bubblewrap
 // fails the test with the install hint.
 func newBackend(tb testing.TB, opts local.Options) *local.Backend {

@@ -162,7 +162,7 @@ func (b *Backend) setupProtections() error {
 		}
 	}
 	if !o.Relax.FileTable {
-		if p := fileTableProblem(o.MemoryBytes, hostFileMax()); p != nil {
+		if p := fileTableProblem(o.chargedMemory(b.memoryDisk), hostFileMax()); p != nil {
 			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}

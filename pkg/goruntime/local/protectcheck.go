@@ -77,7 +77,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 
 	out = append(out, checkCgroups(ctx, o)...)
 	add(checkDisk(ctx, o))
-	add(checkFileTable(o))
+	add(checkFileTable(o, !root && !o.Relax.DiskQuota))
 	add(checkConnections(ctx, o))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
@@ -182,10 +182,11 @@ func callerName() string {
 }
 
 // checkFileTable reports whether the host's open-file table is large
-// enough that no sandbox can fill it (fileTableProblem).
-func checkFileTable(o Options) Protection {
-	fileMax := hostFileMax()
-	if p := fileTableProblem(o.MemoryBytes, fileMax); p != nil {
+// enough that no sandbox can fill it (fileTableProblem); memoryDisk says
+// whether sandboxes' disks are in memory (memdisk.go).
+func checkFileTable(o Options, memoryDisk bool) Protection {
+	fileMax, charged := hostFileMax(), o.chargedMemory(memoryDisk)
+	if p := fileTableProblem(charged, fileMax); p != nil {
 		if o.Relax.FileTable {
 			p.Status, p.Required, p.Fix = StatusRelaxed, false, ""
 			p.Detail = "Options.Relax.FileTable: " + p.Detail
@@ -193,8 +194,8 @@ func checkFileTable(o Options) Protection {
 		return *p
 	}
 	return Protection{Name: ProtFileTable, Status: StatusActive, Required: !o.Relax.FileTable,
-		Detail: fmt.Sprintf("fs.file-max %d: a sandbox holds at most %d files through descriptors (%d tasks x %d, RLIMIT_NOFILE) and about %d through mappings (its %d MiB memory limit)",
-			fileMax, int64(o.Processes+OwnTasks)*int64(o.OpenFiles), o.Processes+OwnTasks, o.OpenFiles, o.MemoryBytes/mappedFileBytes, o.MemoryBytes>>20)}
+		Detail: fmt.Sprintf("fs.file-max %d: a sandbox holds at most %d files through descriptors (%d tasks x %d, RLIMIT_NOFILE) and about %d through mappings (the %d MiB its memory limit allows)",
+			fileMax, int64(o.Processes+OwnTasks)*int64(o.OpenFiles), o.Processes+OwnTasks, o.OpenFiles, charged/mappedFileBytes, charged>>20)}
 }
 
 // checkConnections reports whether sandboxes' TCP connections are capped

@@ -282,7 +282,7 @@ func TestKilledServerFirstCallGone(t *testing.T) {
 // the sandbox: it is reported as the memory limit, and the sandbox (with
 // its files) goes on.
 func TestManySmallProcessesMemoryBomb(t *testing.T) {
-	s := openSession(t, newBackend(t, testOptions()))
+	s := openSession(t, newBackend(t, smallDisk(testOptions())))
 	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "keep.txt", Data: []byte("kept")}}, Command: "cat /proc/$$/oom_score_adj"})
 	bomb := `mkfifo ff; for i in $(seq 175); do (x=$(head -c 7000000 /dev/zero | tr "\0" a); read z < ff) & sleep 0.05; done`
 	res := run(t, s, goruntime.Request{Command: bomb, Timeout: 2 * time.Minute})

@@ -35,7 +35,12 @@ type Cgroup struct {
 
 // Limits are what a sandbox's cgroup enforces.
 type Limits struct {
+	// MemoryBytes is what the sandbox's processes may take.
 	MemoryBytes int64
+	// FilesBytes is memory its in-memory files (a memory disk) may take on
+	// top of MemoryBytes: the memory limit is the sum of the two, while
+	// the socket buffer limit (socketBytes) follows MemoryBytes alone.
+	FilesBytes int64
 	Processes   int // pids.max: tasks (processes and threads) at once
 	CPUs        int
 	// Background starts the sandbox at a low CPU weight instead of its
@@ -51,6 +56,10 @@ type Limits struct {
 // machines). Past it, sends block and receive queues drop, in that
 // sandbox alone.
 func socketBytes(memoryBytes int64) int64 { return memoryBytes / 8 }
+
+// memoryLimit is the cgroup's memory limit: the processes' memory and
+// their in-memory files'.
+func (l Limits) memoryLimit() int64 { return l.MemoryBytes + l.FilesBytes }
 
 // Counters are the cgroup's limit-hit counters at one moment.
 type Counters struct {
@@ -96,7 +105,7 @@ func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
 			return nil, err
 		}
 	}
-	mem := strconv.FormatInt(lim.MemoryBytes, 10)
+	mem := strconv.FormatInt(lim.memoryLimit(), 10)
 	writes := [][2]string{
 		{filepath.Join(cg.Memory, "memory.limit_in_bytes"), mem},
 		{filepath.Join(cg.Pids, "pids.max"), strconv.Itoa(lim.Processes)},
@@ -158,7 +167,7 @@ func newV2(id string, lim Limits, own, parent string) (*Cgroup, error) {
 		cg.CPU = dir
 	}
 	writes := [][2]string{
-		{"memory.max", strconv.FormatInt(lim.MemoryBytes, 10)},
+		{"memory.max", strconv.FormatInt(lim.memoryLimit(), 10)},
 		{"memory.swap.max", "0"},
 		{"pids.max", strconv.Itoa(lim.Processes)},
 	}

@@ -24,6 +24,9 @@ func TestMemoryDisk(t *testing.T) {
 	if out, err := exec.Command("sh", "-c", "echo seeded > "+seed+"/00/entry && chmod -R a-w "+seed).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	// A read-only seed, as the backend's is; writable again before
+	// TempDir's removal, which a user other than root needs.
+	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", seed).Run() })
 	sp := Spec{Bytes: 8 << 20, Inodes: 500, Seed: seed, Layout: Layout{Dirs: []string{"app", "home", "home/cache"}, Cache: "home/cache"}}
 	a, err := MemoryCommand(Memory(mnt), sp, Identity{})
 	if err != nil {
