@@ -41,8 +41,8 @@ type Limits struct {
 	// top of MemoryBytes: the memory limit is the sum of the two, while
 	// the socket buffer limit (socketBytes) follows MemoryBytes alone.
 	FilesBytes int64
-	Processes   int // pids.max: tasks (processes and threads) at once
-	CPUs        int
+	Processes  int // pids.max: tasks (processes and threads) at once
+	CPUs       int
 	// Background starts the sandbox at a low CPU weight instead of its
 	// CPUs' worth (see cpuWeightBackgroundV1); Cgroup.Foreground gives it
 	// the full weight.
