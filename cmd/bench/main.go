@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/bench"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -50,15 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"from the Go module cache and builds upstream's sandboxd once into --cache-dir.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench: unexpected arguments %q (flags only; see -h)\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)

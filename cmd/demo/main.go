@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/demo"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -75,15 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		verbose = fs.Bool("v", false, "log debug details to stderr")
 	)
 	bf := backendflag.Register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "demo: unexpected arguments %q (see --help)\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	// Refuse bad values before a sandbox is provisioned.
 	if err := demo.CheckFlow(*flow); err != nil {

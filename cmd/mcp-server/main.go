@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver"
@@ -70,15 +71,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http), each in this session's own sandbox or, given sandbox_id, in a sandbox of the caller's made by create_sandbox (listed by list_sandboxes, ended by delete_sandbox or after its idle TTL). --http --stateless serves without sessions (MCP 2026-07-28), so replicas can share the load.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mcp-server: unexpected arguments %q (flags only; see -h)\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	if *showVersion {
 		fmt.Fprintln(stderr, "mcp-server", version())

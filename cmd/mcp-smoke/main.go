@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcpserver/smoke"
 )
 
@@ -64,11 +65,8 @@ Scenarios:
 		fmt.Fprintf(fs.Output(), "\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := cliflags.Parse(fs, args); !ok {
+		return code
 	}
 	serverArgs := fs.Args()
 	var match *regexp.Regexp

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -148,15 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	cfg := defaults()
 	registerFlags(fs, &cfg, lookupEnv)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "modproxy: unexpected arguments %q (flags only; see -h)\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "modproxy: %v\n", err)

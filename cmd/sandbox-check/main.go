@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -80,15 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&clean.KillSandboxes, "kill", false, "with --cleanup: end the sandboxes still running there instead of refusing")
 	fs.BoolVar(&clean.RemoveDir, "remove", false, "with --cleanup: remove the state directory itself, its seed build caches too (the next backend rebuilds them, minutes)")
 	missing := fs.Bool("missing", false, "print the required protections that are unavailable here with these options, comma-separated (nothing when none), then exit 0")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sandbox-check: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	if !*doCleanup && (clean.StateDir != "" || clean.KillSandboxes || clean.RemoveDir) {
 		fmt.Fprintln(stderr, "sandbox-check: --state-dir, --kill and --remove go with --cleanup")

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
@@ -38,15 +38,8 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	f := Defaults()
 	RegisterFlags(fset, &f, func(k string) (string, bool) { v := getenv(k); return v, v != "" })
 	fset.Usage = func() { usage(stdout, fset) }
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fset.NArg() > 0 {
-		fmt.Fprintf(stderr, "sandbox-server: unexpected arguments: %q\n", fset.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fset, args); !ok {
+		return code
 	}
 	logw := capLog(stderr, f.LogMaxBytes)
 	log := f.logger(logw)

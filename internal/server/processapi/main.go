@@ -2,7 +2,6 @@ package processapi
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 )
@@ -59,11 +59,8 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cliflags.Parse(fs, args); !ok {
+		return code
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/test/e2e/cluster"
 )
@@ -135,15 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	cfg := defaults()
 	registerFlags(fs, &cfg, lookupEnv)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "e2e-cluster: unexpected arguments %q (flags only; see -h)\n", fs.Args())
-		return 2
+	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {
+		return code
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "e2e-cluster: %v\n", err)
