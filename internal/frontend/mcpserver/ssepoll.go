@@ -43,13 +43,13 @@ func eventSent(ctx context.Context) {
 	}
 }
 
-// resumableVersion reports whether a request of MCP protocol version v
+// ResumableVersion reports whether a request of MCP protocol version v
 // (its Mcp-Protocol-Version header) got a priming event, so a client can
 // resume its stream: 2025-11-25 up to the session-less 2026-07-28, which
 // has no resumption. Older clients never get their stream closed: they
 // hold no event ID to resume from (the go-sdk closes it for them anyway
 // when asked, so the check is ours).
-func resumableVersion(v string) bool {
+func ResumableVersion(v string) bool {
 	return v >= "2025-11-25" && v < "2026-07-28"
 }
 
@@ -62,7 +62,7 @@ func (s *Server) ssePollMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		extra := req.GetExtra()
-		if extra == nil || extra.CloseSSEStream == nil || !resumableVersion(extra.Header.Get("Mcp-Protocol-Version")) {
+		if extra == nil || extra.CloseSSEStream == nil || !ResumableVersion(extra.Header.Get("Mcp-Protocol-Version")) {
 			return next(ctx, method, req) // stdio, or a client that cannot resume
 		}
 		sent := &sentEvents{}
