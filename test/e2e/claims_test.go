@@ -47,11 +47,12 @@ type burstPlan struct {
 }
 
 // planBurst reads the burst's size: E2E_BURST_RATE and E2E_BURST_ONCE
-// (claims), by default 30 and 20 with E2E_FULL=1 (issue 26's burst), 10
-// and 5 otherwise (make e2e's time budget), at 5 claims per second.
+// (claims), by default 30 and 20 with E2E_FULL=1 (issue 26's burst), 5
+// and 3 otherwise (make e2e's time budget: a pool of 5 to start, refill
+// and drain, where 10 and 5 cost a pool of 10), at 5 claims per second.
 func planBurst(t *testing.T) burstPlan {
 	t.Helper()
-	p := burstPlan{rate: 10, once: 5, perSecond: 5}
+	p := burstPlan{rate: 5, once: 3, perSecond: 5}
 	if fullMatrix() {
 		p.rate, p.once = 30, 20
 	}

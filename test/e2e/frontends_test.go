@@ -211,4 +211,5 @@ func TestFirstGoRunLocal(t *testing.T) {
 	defer sess.Close(context.Background())
 	first, second := timeGoRun(ctx, t, sess)
 	recordFirstGoRun(t, "local", first, second)
+	reportBuildParts(ctx, t, "local", sess.Sandbox())
 }

@@ -25,10 +25,10 @@
 #
 # Env:
 #   E2E_RUN        -test.run pattern (default: every test)
-#   E2E_CLAIMS     claims the claim -> ready benchmark makes (default 12; 0 skips it)
+#   E2E_CLAIMS     claims the claim -> ready benchmark makes (default 6, 30 in make e2e-full; 0 skips it)
 #   E2E_BURST_RATE, E2E_BURST_ONCE
-#                  TestClaimBurst's claims at 5/s and at once (default 10 and
-#                  5; 30 and 20 with E2E_FULL=1; 0 skips a phase)
+#                  TestClaimBurst's claims at 5/s and at once (default 5 and
+#                  3; 30 and 20 with E2E_FULL=1; 0 skips a phase)
 #   E2E_CONTROLLER_ARGS  extra agent-sandbox-controller flags, space-separated
 #   E2E_TIMEOUT    test timeout (default 25m)
 #   E2E_FULL=1     every flow under gVisor too (make e2e-full; default: the
@@ -100,7 +100,7 @@ trap 'exit 143' TERM
 # What the run changes on the host, recorded before changing (lib.sh).
 e2e_prepare_host
 
-claims="${E2E_CLAIMS:-12}"
+claims="${E2E_CLAIMS:-6}"
 bench=(-test.bench=ClaimReady "-test.benchtime=${claims}x")
 [[ $claims == 0 ]] && bench=()
 

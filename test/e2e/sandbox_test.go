@@ -218,46 +218,6 @@ grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status`)
 	}
 }
 
-// testSeedCacheFirstGoRun checks that the seed-cache init container filled
-// the pod's /cache with the image's prebuilt standard library (fmt is not
-// stale), then times the first and second `go run` of a hello world in the
-// freshly claimed pod.
-func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	sb := openSandbox(ctx, t, rt, modes[1])
-	sess := goruntime.NewSession(sb, goruntime.Options{})
-	stale := mustExec(ctx, t, sb, "go list -f '{{.ImportPath}} stale={{.Stale}}' fmt os strconv")
-	if stale.ExitCode != 0 || strings.Contains(stale.Stdout, "stale=true") || !strings.Contains(stale.Stdout, "fmt stale=false") {
-		t.Errorf("the pod's build cache does not hold the standard library (seed-cache init container):\n%s%s", stale.Stdout, stale.Stderr)
-	}
-	first, second := timeGoRun(ctx, t, sess)
-	recordFirstGoRun(t, rt.name, first, second)
-}
-
-// helloFiles is the program the first-go-run numbers are taken with.
-var helloFiles = []goruntime.File{
-	{Path: "go.mod", Data: []byte("module hello\n\ngo 1.26\n")},
-	{Path: "main.go", Data: []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n")},
-}
-
-// timeGoRun runs the hello world twice and returns the server-measured
-// duration of each.
-func timeGoRun(ctx context.Context, t *testing.T, sess *goruntime.Session) (first, second time.Duration) {
-	t.Helper()
-	for i, d := range []*time.Duration{&first, &second} {
-		res, err := sess.Execute(ctx, goruntime.Request{Files: helloFiles, Command: "go run ."})
-		if err != nil {
-			t.Fatalf("go run #%d: %v", i+1, err)
-		}
-		if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "hello" {
-			t.Fatalf("go run #%d: exit %d, stdout %q, stderr %q", i+1, res.ExitCode, res.Stdout, res.Stderr)
-		}
-		*d = res.Duration
-	}
-	return first, second
-}
-
 // testNetworkPolicy checks that the agent-sandbox controller rendered the
 // template's networkPolicy as a NetworkPolicy: ingress only from the
 // router, egress to DNS and public addresses only. The CNI bridge plugin
