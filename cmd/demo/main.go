@@ -106,13 +106,7 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 	if err != nil {
 		return fmt.Errorf("stage backend: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if cerr := backendflag.Close(cctx, backend); cerr != nil {
-			logger.Warn("close backend", "err", cerr)
-		}
-	}()
+	defer backendflag.CloseOnExit(ctx, backend, logger)
 	start := time.Now()
 	var sess *goruntime.Session
 	sopts := goruntime.Options{Logger: logger, HeadBytes: -1, TailBytes: -1, Progress: progressPrinter(stderr, 5*time.Second)}

@@ -117,13 +117,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	// Over stdio, open the sandbox as the server starts when that is cheap:
 	// the local backend hands out one of its warm pool's sandboxes.
 	cfg.OpenAtStart = backend.Name() == backendflag.Local
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := backendflag.Close(cctx, backend); err != nil {
-			log.Warn("close backend", "err", err)
-		}
-	}()
+	defer backendflag.CloseOnExit(ctx, backend, log)
 	srv, err := mcpserver.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)

@@ -68,13 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	cfg.Backend = backend
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := backendflag.Close(cctx, backend); err != nil {
-			log.Warn("close backend", "err", err)
-		}
-	}()
+	defer backendflag.CloseOnExit(ctx, backend, log)
 	srv, err := mcpserver.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "mcp-conformance-fixture: %v\n", err)

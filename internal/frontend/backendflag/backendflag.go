@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
@@ -182,4 +183,19 @@ func Close(ctx context.Context, b goruntime.Backend) error {
 		return c.Close(ctx)
 	}
 	return nil
+}
+
+// closeGrace is how long a front end on its way out waits for its
+// backend to end what it keeps running.
+const closeGrace = 30 * time.Second
+
+// CloseOnExit is Close for a front end's deferred exit: it runs even when
+// ctx is done (the signal that ends the front end), waits at most
+// closeGrace, and logs a failure instead of returning it.
+func CloseOnExit(ctx context.Context, b goruntime.Backend, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+	defer cancel()
+	if err := Close(cctx, b); err != nil {
+		log.Warn("close backend", "err", err)
+	}
 }
