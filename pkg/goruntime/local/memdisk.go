@@ -20,6 +20,10 @@ import (
 // unshare, mount and mkdir, run with.
 const gatePATH = "/usr/bin:/bin"
 
+// usesMemoryDisk reports whether sandboxes under o get a memory disk: a
+// disk quota is kept (not relaxed) by a backend that is not root.
+func (o Options) usesMemoryDisk() bool { return os.Geteuid() != 0 && !o.Relax.DiskQuota }
+
 // memoryDiskLayout is what a memory disk holds: layout's writable
 // directories (relative to the disk's root), GOCACHE among them. The etc
 // and log directories stay on the host (layout.etc, layout.logDir).

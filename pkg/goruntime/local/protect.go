@@ -143,7 +143,7 @@ func (b *Backend) setupProtections() error {
 		if detail != "" {
 			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
 		}
-		b.diskQuota, b.memoryDisk = true, !root
+		b.diskQuota, b.memoryDisk = true, o.usesMemoryDisk()
 	}
 	if !root {
 		switch p := checkSubIDs(context.Background(), o, b.memoryDisk); p.Status {

@@ -77,7 +77,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 
 	out = append(out, checkCgroups(ctx, o)...)
 	add(checkDisk(ctx, o))
-	add(checkFileTable(o, !root && !o.Relax.DiskQuota))
+	add(checkFileTable(o, o.usesMemoryDisk()))
 	add(checkConnections(ctx, o))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
@@ -148,7 +148,7 @@ func checkCgroups(ctx context.Context, o Options) []Protection {
 		version += fmt.Sprintf(" (a transient scope from your systemd, Delegate=yes: %s)", scope.Unit)
 	}
 	mem.Status, mem.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d MiB per sandbox (RAM+swap), OOM kills counted", version, o.MemoryBytes>>20)
-	if os.Geteuid() != 0 && !o.Relax.DiskQuota {
+	if o.usesMemoryDisk() {
 		mem.Detail += fmt.Sprintf("; plus its memory disk's %d MiB (disk-quota)", o.DiskBytes>>20)
 	}
 	pids.Status, pids.Detail = StatusActive, fmt.Sprintf("cgroup %s, %d tasks per sandbox", version, o.Processes)
