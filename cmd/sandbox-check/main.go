@@ -26,6 +26,9 @@ import (
 )
 
 func main() {
+	// Without a sandbox-server next to it, this program is the gate of
+	// the memory disks it tries (package gate).
+	local.ServeIfChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

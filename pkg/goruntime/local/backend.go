@@ -20,6 +20,9 @@ import (
 // installHint names the fix for a missing or unusable bubblewrap.
 const installHint = "install it with scripts/install-deps.sh (Debian/Ubuntu: apt-get install bubblewrap)"
 
+// serverBinaryFix is what gives a backend its runtime server binary.
+const serverBinaryFix = "build cmd/sandbox-server and cmd/" + server.ProcessAPIName + " into this program's directory, or set Options.ServerPath (or call local.ServeIfChild first thing in main)"
+
 // Backend opens sandboxes on this machine. It implements
 // goruntime.Backend. Its methods are safe for concurrent use.
 type Backend struct {
@@ -91,6 +94,11 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, unavailable("bubblewrap (%s) not found: %s", o.BwrapPath, installHint)
 	}
 	b.bwrap = bw
+	sb, err := findServerBinary(o)
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	b.server, b.processAPI, b.childMode = sb.Path, sb.ProcessAPI, sb.ChildMode
 	if err := b.setupProtections(); err != nil {
 		return nil, unavailable("%v", err)
 	}
@@ -130,9 +138,6 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, unavailable("%v", err)
 	}
 	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, o.Logger)
-	if err := b.findServerBinary(); err != nil {
-		return nil, unavailable("%v", err)
-	}
 	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
@@ -189,9 +194,20 @@ func (b *Backend) findGo() error {
 	return nil
 }
 
-// findServerBinary resolves the runtime server binary (see Options.ServerPath).
-func (b *Backend) findServerBinary() error {
-	p := b.opts.ServerPath
+// serverBinary is the runtime server a backend runs (see
+// Options.ServerPath): Path, and next to it ProcessAPI, its process API
+// companion; or, in ChildMode, this program re-executed (ServeIfChild),
+// which serves the API itself. The server's binary is also each
+// sandbox's gate (package gate).
+type serverBinary struct {
+	Path, ProcessAPI string
+	ChildMode        bool
+}
+
+// findServerBinary resolves the runtime server binary of o.
+func findServerBinary(o Options) (serverBinary, error) {
+	var sb serverBinary
+	p := o.ServerPath
 	if p == "" {
 		p = os.Getenv("GORUNTIME_SANDBOX_SERVER")
 	}
@@ -203,39 +219,39 @@ func (b *Backend) findServerBinary() error {
 	}
 	if p == "" {
 		if exeErr != nil {
-			return fmt.Errorf("no runtime server: set Options.ServerPath (%v)", exeErr)
+			return sb, fmt.Errorf("no runtime server: set Options.ServerPath (%v)", exeErr)
 		}
 		p = exe
-		b.childMode = true
+		sb.ChildMode = true
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return err
+		return sb, err
 	}
 	given := abs
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
 	if !isExecutable(abs) {
-		return fmt.Errorf("runtime server %s is not an executable file (build cmd/sandbox-server or set Options.ServerPath)", abs)
+		return sb, fmt.Errorf("runtime server %s is not an executable file (build cmd/sandbox-server or set Options.ServerPath)", abs)
 	}
-	b.server = abs
-	if b.childMode {
-		return nil
+	sb.Path = abs
+	if sb.ChildMode {
+		return sb, nil
 	}
 	// The server starts its process API companion from next to its own
 	// executable (bound at processAPIBin) on the first streaming command:
 	// the one next to the path given, else next to the file it names.
 	for _, dir := range []string{filepath.Dir(given), filepath.Dir(abs)} {
 		if cand := filepath.Join(dir, server.ProcessAPIName); isExecutable(cand) {
-			b.processAPI = cand
+			sb.ProcessAPI = cand
 			if real, err := filepath.EvalSymlinks(cand); err == nil {
-				b.processAPI = real
+				sb.ProcessAPI = real
 			}
-			return nil
+			return sb, nil
 		}
 	}
-	return fmt.Errorf("runtime server %s has no process API companion: %s is not an executable file (build cmd/sandbox-server and cmd/%s into one directory)",
+	return sb, fmt.Errorf("runtime server %s has no process API companion: %s is not an executable file (build cmd/sandbox-server and cmd/%s into one directory)",
 		given, filepath.Join(filepath.Dir(given), server.ProcessAPIName), server.ProcessAPIName)
 }
 

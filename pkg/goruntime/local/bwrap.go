@@ -49,14 +49,6 @@ const (
 // (internal/server/sandboxinit.go).
 const lifelineFD = 3
 
-// gateScript runs on the host as the parent of bubblewrap. It waits on fd
-// 4 until the opener has put it in the sandbox's cgroup and set its
-// rlimits, then becomes bubblewrap (same pid), so every sandbox process
-// starts inside the limits.
-const gateScript = `read -r _ <&4 || exit 97
-exec 4<&-
-exec "$@"`
-
 // sandboxEnv is the environment of the server and so of every command.
 func (b *Backend) sandboxEnv() []string {
 	o := b.opts

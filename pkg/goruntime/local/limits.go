@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
@@ -38,25 +39,16 @@ func (o Options) chargedMemory(memoryDisk bool) int64 {
 	return lim.MemoryBytes + lim.FilesBytes
 }
 
-// setRlimits gives the process pid (the gate, before it becomes
-// bubblewrap, so every sandbox process inherits them) the sandbox's
-// per-process limits: the largest file it may write (RLIMIT_FSIZE) and the
-// files it may have open (RLIMIT_NOFILE), soft and hard alike so that no
+// rlimits are the sandbox's per-process limits, which its gate sets
+// before it becomes bubblewrap, so every sandbox process inherits them:
+// the largest file it may write (RLIMIT_FSIZE) and the files it may have
+// open (RLIMIT_NOFILE), soft and hard alike (gate.Rlimit) so that no
 // process in the sandbox can raise them.
-func (o Options) setRlimits(pid int) error {
-	for _, l := range []struct {
-		name     string
-		resource int
-		value    uint64
-	}{
-		{"file size", unix.RLIMIT_FSIZE, uint64(o.FileSizeBytes)},
-		{"open-file", unix.RLIMIT_NOFILE, uint64(o.OpenFiles)},
-	} {
-		if err := unix.Prlimit(pid, l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}, nil); err != nil {
-			return fmt.Errorf("set the sandbox's %s limit to %d: %w", l.name, l.value, err)
-		}
+func (o Options) rlimits() []gate.Rlimit {
+	return []gate.Rlimit{
+		{Resource: unix.RLIMIT_FSIZE, Name: "file size", Value: uint64(o.FileSizeBytes)},
+		{Resource: unix.RLIMIT_NOFILE, Name: "open-file", Value: uint64(o.OpenFiles)},
 	}
-	return nil
 }
 
 // limitHit names the limit a finished command ran into, from the cgroup

@@ -13,12 +13,16 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )
 
-// gatePATH is the PATH the gate, and so bubblewrap and a memory disk's
-// unshare, mount and mkdir, run with.
+// gatePATH is the PATH the gate (package gate), and so bubblewrap, run
+// with, and where the gate's helpers are found (newuidmap, newgidmap).
 const gatePATH = "/usr/bin:/bin"
+
+// gateEnv is the environment the gate, and so bubblewrap, run with.
+func gateEnv() []string { return []string{"PATH=" + gatePATH} }
 
 // usesMemoryDisk reports whether sandboxes under o get a memory disk: a
 // disk quota is kept (not relaxed) by a backend that is not root.
@@ -37,11 +41,12 @@ func memoryDiskLayout() disk.Layout {
 
 // prepareMemoryDisk lays out the host side of a memory disk for the
 // sandbox in l (its mount point, etc and log directories) and returns the
-// disk and the command the gate runs before bubblewrap to mount it. A
+// disk, what the gate does to mount it and the user namespace it does
+// that in. A
 // sandbox with host ids of its own (id, subids.go) mounts its disk on the
 // user's shared mount point, which those ids reach, and gets what they
 // cannot reach staged on it.
-func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, []string, error) {
+func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, *gate.Disk, *gate.UserNS, error) {
 	d := disk.Memory(filepath.Join(l.dir, "disk"))
 	dirs := []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")}
 	if id.UID > 0 {
@@ -51,7 +56,7 @@ func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (d
 	}
 	for _, dir := range dirs {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			return d, nil, fmt.Errorf("create sandbox directory: %w", err)
+			return d, nil, nil, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
 	l.memory, l.disk, l.ownIDs = true, d.Dir, d.OwnIDs
@@ -59,16 +64,16 @@ func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (d
 		// Its passwd, group and hosts files are read by the sandbox's
 		// ids, through their staging.
 		if err := os.Chmod(l.etc(), 0o755); err != nil {
-			return d, nil, err
+			return d, nil, nil, err
 		}
 		id.Stage = b.stageForOwnIDs(l, d)
 	}
 	sp := disk.Spec{Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: memoryDiskLayout()}
-	wrap, err := disk.MemoryCommand(d, sp, id)
+	g, ns, err := disk.MemoryPlan(d, sp, id)
 	if err != nil {
-		return d, nil, err
+		return d, nil, nil, err
 	}
-	return d, wrap, nil
+	return d, &g, ns, nil
 }
 
 // seeMemoryDisk points l at the memory disk of the sandbox whose
@@ -83,9 +88,14 @@ func seeMemoryDisk(l *layout, pid int) {
 	}
 }
 
-// memoryDiskProblem says why memory disks cannot be had here, or "".
-func memoryDiskProblem(ctx context.Context, o Options) (detail, fix string) {
-	if err := disk.TryMemory(ctx, gatePATH, MinDiskBytes, MinDiskInodes, disk.Identity{}); err != nil {
+// memoryDiskProblem says why memory disks cannot be had here, or "",
+// trying one with the gate gateExe (the runtime server binary; "": none
+// was found, and Check reports why under the namespaces).
+func memoryDiskProblem(ctx context.Context, gateExe string) (detail, fix string) {
+	if gateExe == "" {
+		return "no runtime server binary to run the sandbox's gate", serverBinaryFix
+	}
+	if err := disk.TryMemory(ctx, gateExe, gateEnv(), MinDiskBytes, MinDiskInodes, disk.Identity{}); err != nil {
 		return err.Error(), "a kernel that lets users mount tmpfs and overlayfs in their own user namespaces (Linux 5.11 or later, unprivileged user namespaces enabled), or run as root, or relax it (Options.Relax.DiskQuota)"
 	}
 	return "", ""

@@ -1,15 +1,15 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
@@ -97,22 +97,29 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 		lifeW.Close()
 		return nil, fmt.Errorf("local backend: lifeline is fd %d, want %d", fd, lifelineFD)
 	}
-	x.add(gateR) // fd 4, read by the gate and closed before bubblewrap runs
+	releaseFD := x.add(gateR) // read by the gate and closed before bubblewrap runs
 	defer x.close()
 	bargs, err := b.bwrapArgs(l, &x, idleExit)
 	if err != nil {
 		lifeW.Close()
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
-	args := append(append([]string{"-c", gateScript, "sandbox-gate"}, st.gateCommand()...), b.bwrap)
-	args = append(args, bargs...)
-	cmd := exec.Command("/bin/sh", args...)
-	cmd.Env = []string{"PATH=" + gatePATH}
+	// The gate (package gate) waits for its release, which comes once it
+	// is in the sandbox's cgroup (and its ids are mapped), then sets the
+	// rlimits, mounts a memory disk, takes the sandbox's ids and becomes
+	// bubblewrap: every sandbox process starts inside the limits.
+	plan := gate.Plan{WaitFD: releaseFD, Rlimits: b.opts.rlimits(), Disk: st.memory, Command: append([]string{b.bwrap}, bargs...)}
+	plan.UID, plan.GID = st.gateIDs()
+	cmd, err := gate.Command(b.server, plan, st.ns, gateEnv())
+	if err != nil {
+		lifeW.Close()
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = x.files
-	// Own session: the terminal's signals (Ctrl-C) reach the sandbox only
-	// through the lifeline, so Disconnect can leave it running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The gate has a session of its own (gate.Command): the terminal's
+	// signals (Ctrl-C) reach the sandbox only through the lifeline, so
+	// Disconnect can leave it running.
 	if err := cmd.Start(); err != nil {
 		lifeW.Close()
 		return nil, fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
@@ -127,11 +134,13 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 		<-exited
 		return nil, e
 	}
-	if err := cg.Add(pid); err != nil {
+	// Its user namespace's ids are mapped (newuidmap, newgidmap) while it
+	// joins the cgroup.
+	mapped := make(chan error, 1)
+	go func() { mapped <- gate.Map(ctx, pid, st.ns) }()
+	addErr := cg.Add(pid)
+	if err := cmp.Or(<-mapped, addErr); err != nil {
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
-	}
-	if err := b.opts.setRlimits(pid); err != nil {
-		return fail(err)
 	}
 	if _, err := gateW.Write([]byte("go\n")); err != nil {
 		return fail(fmt.Errorf("release bubblewrap: %w", err))

@@ -138,7 +138,7 @@ func (b *Backend) setupProtections() error {
 	if !o.Relax.DiskQuota {
 		detail, fix := disk.HostProblem()
 		if !root {
-			detail, fix = memoryDiskProblem(context.Background(), o)
+			detail, fix = memoryDiskProblem(context.Background(), b.server)
 		}
 		if detail != "" {
 			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
@@ -146,7 +146,7 @@ func (b *Backend) setupProtections() error {
 		b.diskQuota, b.memoryDisk = true, o.usesMemoryDisk()
 	}
 	if !root {
-		switch p := checkSubIDs(context.Background(), o, b.memoryDisk); p.Status {
+		switch p := checkSubIDs(context.Background(), o, b.memoryDisk, b.server); p.Status {
 		case StatusActive:
 			s, _, _ := findSubIDs()
 			b.subIDs = &s

@@ -75,15 +75,18 @@ func Check(ctx context.Context, opts Options) []Protection {
 	}
 	add(un)
 
+	// The runtime server's binary is also each sandbox's gate, which
+	// makes a memory disk; "" when there is none (New would refuse).
+	sb, _ := findServerBinary(o)
 	out = append(out, checkCgroups(ctx, o)...)
-	add(checkDisk(ctx, o))
+	add(checkDisk(ctx, o, sb.Path))
 	add(checkFileTable(o, o.usesMemoryDisk()))
 	add(checkConnections(ctx, o))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
 	switch {
 	case !root:
-		hu = checkSubIDs(ctx, o, !o.Relax.DiskQuota)
+		hu = checkSubIDs(ctx, o, !o.Relax.DiskQuota, sb.Path)
 	case o.Relax.HostUID:
 		hu.Status, hu.Detail = StatusRelaxed, "Options.Relax.HostUID: sandboxes run as host root (without capabilities); files they write belong to root"
 	default:
@@ -220,14 +223,14 @@ func checkConnections(ctx context.Context, o Options) Protection {
 
 // checkDisk makes, mounts and removes a minimal sandbox disk: an ext4
 // image as root, a memory disk otherwise.
-func checkDisk(ctx context.Context, o Options) Protection {
+func checkDisk(ctx context.Context, o Options, gateExe string) Protection {
 	if o.Relax.DiskQuota {
 		return Protection{Name: ProtDiskQuota, Status: StatusRelaxed,
 			Detail: "Options.Relax.DiskQuota: sandboxes write to the state directory's file system, capped only per file (FileSizeBytes)"}
 	}
 	p := Protection{Name: ProtDiskQuota, Status: StatusUnavailable, Required: true}
 	if os.Geteuid() != 0 {
-		if p.Detail, p.Fix = memoryDiskProblem(ctx, o); p.Detail != "" {
+		if p.Detail, p.Fix = memoryDiskProblem(ctx, gateExe); p.Detail != "" {
 			return p
 		}
 		p.Status = StatusActive

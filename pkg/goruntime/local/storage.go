@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
@@ -21,9 +21,10 @@ type storage struct {
 	disk *disk.Disk
 	// leases is the directory of uid's lease (Backend.uidLeases).
 	leases string
-	// wrap is the command the gate runs bubblewrap under to mount a
-	// memory disk first (nil: none).
-	wrap []string
+	// memory is the memory disk the gate mounts before it becomes
+	// bubblewrap, in the user namespace ns (nil: none).
+	memory *gate.Disk
+	ns     *gate.UserNS
 }
 
 // prepareStorage makes a new sandbox's state directory l.dir and its
@@ -53,17 +54,18 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 	}
 	var id disk.Identity
 	if b.subIDs != nil {
-		if id.UID, id.GID, err = b.subIDs.alloc(l.dir); err != nil {
+		uid, gid, err := b.subIDs.alloc(l.dir)
+		if err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 		}
-		st.uid = id.UID
+		id, st.uid = b.subIDs.identity(uid, gid), uid
 	}
 	if b.memoryDisk {
-		d, wrap, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
+		d, g, ns, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
 		}
-		st.disk, st.wrap = &d, wrap
+		st.disk, st.memory, st.ns = &d, g, ns
 		return st, nil
 	}
 	if b.diskQuota {
@@ -123,19 +125,15 @@ func (b *Backend) refillStorage(seedDir string) {
 	}
 }
 
-// gateCommand is the command the gate runs bubblewrap under: setpriv to
-// the sandbox's host uid with no supplementary groups (as root), and the
-// mounting of a memory disk (as a user), or nothing. The gate itself
-// stays the caller's until then, so the opener may set its rlimits
-// (prlimit on another uid's process needs CAP_SYS_RESOURCE, which many
-// root containers lack).
-func (st storage) gateCommand() []string {
-	if st.uid <= 0 || (st.disk != nil && st.disk.OwnIDs) {
-		// A memory disk's gate becomes the sandbox's ids itself.
-		return st.wrap
+// gateIDs are the ids the gate takes before it becomes bubblewrap: the
+// sandbox's host uid (as root; its gid is the same number), the id
+// subordinate ids are mapped to in a memory disk's user namespace, or
+// none (0, 0): the caller's.
+func (st storage) gateIDs() (uid, gid int) {
+	if st.ns == nil && st.uid > 0 {
+		return st.uid, st.uid
 	}
-	id := strconv.Itoa(st.uid)
-	return append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, st.wrap...)
+	return st.ns.Takes()
 }
 
 // release unmounts and deletes the disk and ends the uid lease of the

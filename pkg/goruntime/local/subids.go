@@ -19,6 +19,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,6 +45,8 @@ type subIDs struct {
 	uid, gid int    // the first of each
 	count    int    // how many of both
 	root     string // subIDRoot: the disks' mount point and the leases
+	// newuidmap and newgidmap map them into a gate's user namespace.
+	newuidmap, newgidmap string
 }
 
 // subIDRoot is the user's directory for what the sandboxes' own ids must
@@ -72,12 +75,15 @@ func findSubIDs() (_ subIDs, detail, fix string) {
 	if err != nil {
 		return subIDs{}, err.Error(), add
 	}
-	for _, tool := range []string{"newuidmap", "newgidmap", "setpriv"} {
-		if _, err := lookPathIn(tool, gatePATH); err != nil {
-			return subIDs{}, fmt.Sprintf("%s not found in %s", tool, gatePATH), "install Debian's uidmap and util-linux (scripts/install-deps.sh)"
+	s := subIDs{uid: us.Start, gid: gs.Start, count: min(us.Count, gs.Count, maxSubIDs), root: subIDRoot(uid)}
+	for _, t := range []struct {
+		path *string
+		name string
+	}{{&s.newuidmap, "newuidmap"}, {&s.newgidmap, "newgidmap"}} {
+		if *t.path, err = lookPathIn(t.name, gatePATH); err != nil {
+			return subIDs{}, fmt.Sprintf("%s not found in %s", t.name, gatePATH), "install Debian's uidmap (scripts/install-deps.sh)"
 		}
 	}
-	s := subIDs{uid: us.Start, gid: gs.Start, count: min(us.Count, gs.Count, maxSubIDs), root: subIDRoot(uid)}
 	return s, "", ""
 }
 
@@ -96,10 +102,18 @@ func lookPathIn(name, path string) (string, error) {
 	return "", exec.ErrNotFound
 }
 
-// try makes a memory disk for a sandbox of the first of s's ids, to tell
-// whether newuidmap and newgidmap map them here.
-func (s subIDs) try(ctx context.Context) error {
-	return disk.TryMemory(ctx, gatePATH, MinDiskBytes, MinDiskInodes, disk.Identity{UID: s.uid, GID: s.gid})
+// try makes a memory disk for a sandbox of the first of s's ids with the
+// gate gateExe, to tell whether newuidmap and newgidmap map them here.
+func (s subIDs) try(ctx context.Context, gateExe string) error {
+	if gateExe == "" {
+		return errors.New("no runtime server binary to run the sandbox's gate")
+	}
+	return disk.TryMemory(ctx, gateExe, gateEnv(), MinDiskBytes, MinDiskInodes, s.identity(s.uid, s.gid))
+}
+
+// identity is the disk.Identity of the sandbox s leased uid and gid.
+func (s subIDs) identity(uid, gid int) disk.Identity {
+	return disk.Identity{UID: uid, GID: gid, NewUIDMap: s.newuidmap, NewGIDMap: s.newgidmap}
 }
 
 // diskDir is the mount point of every memory disk of s's sandboxes.
@@ -189,7 +203,7 @@ func (b *Backend) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
 // not required: without subordinate ids, or with helpers that fail,
 // sandboxes run as the user. It is when the ids are there but the
 // directory they need in /tmp is someone else's.
-func checkSubIDs(ctx context.Context, o Options, memoryDisk bool) Protection {
+func checkSubIDs(ctx context.Context, o Options, memoryDisk bool, gateExe string) Protection {
 	p := Protection{Name: ProtHostUID, Status: StatusNotApplicable}
 	mine := fmt.Sprintf("sandboxes run as your uid %d (uid 1000 inside maps to it), and the files they write are yours", os.Geteuid())
 	if o.Relax.HostUID {
@@ -213,7 +227,7 @@ func checkSubIDs(ctx context.Context, o Options, memoryDisk bool) Protection {
 		p.Status, p.Detail, p.Fix = StatusUnavailable, err.Error(), "remove it (as root if it is not yours), or relax Options.Relax.HostUID to run sandboxes as your uid"
 		return p
 	}
-	if err := s.try(ctx); err != nil {
+	if err := s.try(ctx, gateExe); err != nil {
 		p.Status, p.Detail = StatusUnavailable, mine+": "+err.Error()
 		p.Fix = "a newuidmap and newgidmap that work here (setuid root, Debian's uidmap), or relax Options.Relax.HostUID"
 		return p

@@ -2,9 +2,9 @@ package disk
 
 // Memory disks: the disk quota for a backend that is not root. A user
 // cannot mount a file system where the host sees it, but may in a user
-// and mount namespace of its own. So the sandbox's gate (the process that
-// becomes bubblewrap) first enters a new user namespace (the caller as
-// its root) and mount namespace (unshare(1)), mounts a tmpfs of
+// and mount namespace of its own. So the sandbox's gate (package gate:
+// the process that becomes bubblewrap) starts in a new user namespace
+// (the caller as its root) and mount namespace, mounts a tmpfs of
 // Spec.Bytes bytes and Spec.Inodes inodes on the sandbox's disk
 // directory there, lays the Layout out on it, mounts the seed's overlay
 // on Layout.Cache, and only then becomes bubblewrap, whose binds of the
@@ -21,52 +21,17 @@ package disk
 // that is the right trade for a backend without root.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// memoryScript runs as root of the gate's new user namespace, in its new
-// mount namespace: $1 the disk directory, $2 the tmpfs's options, $3 the
-// seed, $4 the overlay's upper and $5 work directory and $6 the cache
-// (all three relative to the disk), $7 the build cache's trim stamp, $8
-// the directories to make on the disk (relative, parents first, one per
-// line: a single mkdir), $9 their mode; then, after "--", $own the
-// directories to give to the sandbox's own uid and $binds the paths to
-// bind onto the disk ("source<TAB>name" a line), both empty unless the
-// sandbox has host ids of its own (Identity), and the command to become.
-// Every mount is nosuid,nodev. With host ids of its own the command
-// becomes the namespace's uid and gid 1000 (the sandbox's host ids)
-// before it runs; else it stays the namespace root, the caller's uid.
-const memoryScript = `set -euf
-d=$1 tmpfs=$2 seed=$3 upper=$4 work=$5 cache=$6 stamp=$7 dirs=$8 mode=$9
-shift 10
-own=$1 binds=$2
-shift 2
-mount -t tmpfs -o "nosuid,nodev,mode=$mode,$tmpfs" sandbox-disk "$d"
-cd "$d"
-IFS='
-'
-mkdir -m "$mode" $dirs
-mount -t overlay -o "nosuid,nodev,lowerdir=$seed,upperdir=$d/$upper,workdir=$d/$work" sandbox-cache "$cache"
-echo "$stamp" >"$cache/trim.txt"
-if [ -z "$own" ]; then
-	cd /
-	exec "$@"
-fi
-chown 1000:1000 $own "$cache/trim.txt"
-for b in $binds; do
-	src=${b%%	*} name=${b#*	}
-	[ -d "$src" ] || : >"$name"
-	mount --bind "$src" "$d/$name"
-done
-cd /
-exec setpriv --reuid=1000 --regid=1000 --clear-groups -- "$@"`
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
+)
 
 // InnerID is the uid and gid inside the gate's user namespace that a
 // sandbox with host ids of its own runs as (bubblewrap maps the
@@ -79,6 +44,9 @@ const InnerID = 1000
 // to InnerID in the gate's user namespace).
 type Identity struct {
 	UID, GID int
+	// NewUIDMap and NewGIDMap are the setuid helpers that map UID and GID
+	// into the gate's user namespace (gate.Map).
+	NewUIDMap, NewGIDMap string
 	// Stage lists paths the sandbox's ids cannot reach on the host (a
 	// directory on the way is closed to others) that bubblewrap binds:
 	// each is bound onto the disk first, at StagePath.
@@ -102,62 +70,64 @@ func (d Disk) StagePath(name string) string { return filepath.Join(d.Dir, StageD
 
 func (id Identity) own() bool { return id.UID > 0 }
 
-// MemoryCommand is the command that makes memory disk d (Spec's Bytes,
-// Inodes, Seed and Layout: Public and Owned do not apply) for a sandbox
-// of identity id and then runs the command after it in the same
-// namespaces: unshare(1) as the caller, then the script, each found in
-// the caller's PATH. The seed must be readable by the caller and, for a
-// sandbox with ids of its own, its files by everyone (they are).
-// Without ids of its own everything on the disk is the namespace root's,
-// the caller's uid and the sandbox's; with them the Layout's directories
-// are the sandbox's, and the disk's root and the overlay's work directory
-// stay the caller's.
-func MemoryCommand(d Disk, sp Spec, id Identity) ([]string, error) {
+// MemoryPlan is what the gate (package gate) does to make memory disk d
+// (Spec's Bytes, Inodes, Seed and Layout: Public and Owned do not apply)
+// for a sandbox of identity id, and the user namespace it does it in.
+// The seed must be readable by the caller and, for a sandbox with ids of
+// its own, its files by everyone (they are). Without ids of its own
+// everything on the disk is the namespace root's, the caller's uid and
+// the sandbox's; with them the Layout's directories are the sandbox's,
+// and the disk's root and the overlay's work directory stay the
+// caller's, and the gate takes the sandbox's ids (InnerID) before it
+// becomes bubblewrap.
+func MemoryPlan(d Disk, sp Spec, id Identity) (gate.Disk, *gate.UserNS, error) {
 	for _, p := range []string{sp.Seed, d.Dir} {
 		if err := overlayPath(p); err != nil {
-			return nil, err
+			return gate.Disk{}, nil, err
 		}
 	}
-	dirs := append([]string{}, sp.Layout.Dirs...)
-	own := append([]string{}, sp.Layout.Dirs...)
-	dirs = append(dirs, overlayDir, overlayUpper, overlayWork)
-	own = append(own, overlayUpper)
+	g := gate.Disk{
+		Dir:     d.Dir,
+		Options: fmt.Sprintf("size=%d,nr_inodes=%d", sp.Bytes, sp.Inodes),
+		Mode:    0o700,
+		Dirs:    append(append([]string{}, sp.Layout.Dirs...), overlayDir, overlayUpper, overlayWork),
+		Overlay: gate.Overlay{Lower: sp.Seed, Upper: overlayUpper, Work: overlayWork, Target: sp.Layout.Cache},
+		// The build cache's trim stamp: go trims the cache at most once a
+		// day from it, and the seed's is as old as the seed.
+		Files: []gate.File{{Name: filepath.Join(sp.Layout.Cache, "trim.txt"), Data: strconv.FormatInt(time.Now().Unix(), 10) + "\n"}},
+	}
+	own := append(append([]string{}, sp.Layout.Dirs...), overlayUpper)
 	for _, sub := range cacheSubdirs() {
 		// The seed's directories are read-only: an upper directory of the
 		// same name makes the merged one writable (see Make).
-		dirs = append(dirs, filepath.Join(overlayUpper, sub))
+		g.Dirs = append(g.Dirs, filepath.Join(overlayUpper, sub))
 		own = append(own, filepath.Join(overlayUpper, sub))
 	}
-	unshare := []string{"unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"}
-	mode, binds := "0700", []string{}
-	if id.own() {
-		// Others (the sandbox's ids) may enter the disk's directories,
-		// not list them; only the caller's processes reach the disk at
-		// all (through /proc/<pid>/root).
-		mode = "0711"
-		unshare = append(unshare, fmt.Sprintf("--map-users=%d,%d,1", id.UID, InnerID), fmt.Sprintf("--map-groups=%d,%d,1", id.GID, InnerID))
-		dirs = append(dirs, HostDir)
-		if len(id.Stage) > 0 {
-			dirs = append(dirs, StageDir)
-		}
-		for _, s := range id.Stage {
-			name := filepath.Join(StageDir, s.Name)
-			if strings.ContainsAny(s.Src, "\t\n") || s.Name != filepath.Base(s.Name) || !filepath.IsLocal(s.Name) {
-				return nil, fmt.Errorf("cannot stage %q as %q on a memory disk: a tab or newline in the path, or a name that is not one plain element", s.Src, s.Name)
-			}
-			if fi, err := os.Stat(s.Src); err == nil && fi.IsDir() {
-				dirs = append(dirs, name)
-			}
-			binds = append(binds, s.Src+"\t"+name)
-		}
-	} else {
-		own = nil
+	ns := &gate.UserNS{UID: os.Getuid(), GID: os.Getgid()}
+	if !id.own() {
+		return g, ns, nil
 	}
-	return append(unshare, "--",
-		"/bin/sh", "-c", memoryScript, "sandbox-disk",
-		d.Dir, fmt.Sprintf("size=%d,nr_inodes=%d", sp.Bytes, sp.Inodes), sp.Seed, overlayUpper, overlayWork, sp.Layout.Cache,
-		strconv.FormatInt(time.Now().Unix(), 10), strings.Join(dirs, "\n"), mode, "--",
-		strings.Join(own, "\n"), strings.Join(binds, "\n")), nil
+	// Others (the sandbox's ids) may enter the disk's directories, not
+	// list them; only the caller's processes reach the disk at all
+	// (through /proc/<pid>/root).
+	g.Mode, g.Owner, g.Own = 0o711, InnerID, own
+	ns.Sub, ns.Inner = &gate.IDs{UID: id.UID, GID: id.GID}, InnerID
+	ns.NewUIDMap, ns.NewGIDMap = id.NewUIDMap, id.NewGIDMap
+	g.Dirs = append(g.Dirs, HostDir)
+	if len(id.Stage) > 0 {
+		g.Dirs = append(g.Dirs, StageDir)
+	}
+	for _, s := range id.Stage {
+		name := filepath.Join(StageDir, s.Name)
+		if s.Name != filepath.Base(s.Name) || !filepath.IsLocal(s.Name) {
+			return gate.Disk{}, nil, fmt.Errorf("cannot stage %q as %q on a memory disk: a name that is not one plain element", s.Src, s.Name)
+		}
+		if fi, err := os.Stat(s.Src); err == nil && fi.IsDir() {
+			g.Dirs = append(g.Dirs, name)
+		}
+		g.Binds = append(g.Binds, gate.Bind{Src: s.Src, Name: name})
+	}
+	return g, ns, nil
 }
 
 // Memory is the memory disk whose mount point (made by the caller, empty
@@ -184,11 +154,12 @@ func overlayPath(p string) error {
 	return nil
 }
 
-// TryMemory makes a memory disk of bytes and inodes with a build cache
+// TryMemory makes a memory disk of size bytes and inodes inodes with a build cache
 // overlay in a temporary directory for a sandbox of identity id (its
-// Stage ignored), as MemoryCommand would with PATH path, and runs
-// /bin/true on it, to tell whether memory disks can be had here.
-func TryMemory(ctx context.Context, path string, bytes, inodes int64, id Identity) error {
+// Stage ignored), as a sandbox's gate would, with the gate exe (a runtime
+// server binary) and the environment env, and runs /bin/true on it, to
+// tell whether memory disks can be had here.
+func TryMemory(ctx context.Context, exe string, env []string, size, inodes int64, id Identity) error {
 	dir, err := os.MkdirTemp("", "sandbox-check-")
 	if err != nil {
 		return fmt.Errorf("try a memory disk: %w", err)
@@ -200,22 +171,60 @@ func TryMemory(ctx context.Context, path string, bytes, inodes int64, id Identit
 			return fmt.Errorf("try a memory disk: %w", err)
 		}
 	}
-	sp := Spec{Bytes: bytes, Inodes: inodes, Seed: seed, Layout: Layout{Dirs: []string{"cache"}, Cache: "cache"}}
+	sp := Spec{Bytes: size, Inodes: inodes, Seed: seed, Layout: Layout{Dirs: []string{"cache"}, Cache: "cache"}}
 	id.Stage = nil
-	a, err := MemoryCommand(Memory(mnt), sp, id)
+	g, ns, err := MemoryPlan(Memory(mnt), sp, id)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", `exec "$@"`, "sandbox-gate"}, append(a, "/bin/true")...)...)
-	cmd.Env = []string{"PATH=" + path}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		what := "mount a tmpfs and an overlay in a user and mount namespace of our own (unshare --user --map-root-user --mount)"
-		if id.own() {
-			what = fmt.Sprintf("map uid %d and gid %d into a user namespace of our own (unshare --map-users, newuidmap, newgidmap) and mount a tmpfs and an overlay in it", id.UID, id.GID)
-		}
-		return fmt.Errorf("%s: %w: %s", what, err, strings.TrimSpace(string(out)))
+	what := "mount a tmpfs and an overlay in a user and mount namespace of our own"
+	if id.own() {
+		what = fmt.Sprintf("map uid %d and gid %d into a user namespace of our own (newuidmap, newgidmap) and mount a tmpfs and an overlay in it", id.UID, id.GID)
+	}
+	if _, err := onMemoryDisk(ctx, exe, env, g, ns, "/bin/true"); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// onMemoryDisk runs a gate, exe with the environment env, that mounts g
+// in ns and becomes command, and returns command's output (and the
+// gate's). It gives up after 30 seconds.
+func onMemoryDisk(ctx context.Context, exe string, env []string, g gate.Disk, ns *gate.UserNS, command ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	release, released, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer release.Close()
+	defer released.Close()
+	p := gate.Plan{WaitFD: 3, Disk: &g, Command: command}
+	p.UID, p.GID = ns.Takes()
+	cmd, err := gate.Command(exe, p, ns, env)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.ExtraFiles = []*os.File{release}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the gate %s: %w", exe, err)
+	}
+	release.Close()
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	if err := gate.Map(ctx, cmd.Process.Pid, ns); err != nil {
+		released.Close()
+		_ = cmd.Wait()
+		return out.Bytes(), err
+	}
+	if _, err := released.Write([]byte("go\n")); err != nil {
+		_ = cmd.Wait()
+		return out.Bytes(), fmt.Errorf("release the gate: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return out.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
 }

@@ -2,20 +2,39 @@ package disk
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 )
 
+// TestMain makes this test binary the gate of the memory disks its tests
+// make (package gate), as the runtime server's binary is the backend's.
+func TestMain(m *testing.M) {
+	if gate.Requested(os.Getenv) {
+		os.Exit(gate.Main(os.Args[1:], os.Environ(), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// onTestMemoryDisk runs command on memory disk g in ns, with this test
+// binary as the gate.
+func onTestMemoryDisk(t *testing.T, g gate.Disk, ns *gate.UserNS, command ...string) ([]byte, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return onMemoryDisk(context.Background(), exe, []string{"PATH=/usr/bin:/bin"}, g, ns, command...)
+}
+
 // TestMemoryDisk makes a memory disk of 8 MiB and 500 inodes as
-// MemoryCommand lays it out and fills it past both caps: the writes past
+// MemoryPlan lays it out and fills it past both caps: the writes past
 // them fail with ENOSPC, and the seed's overlay shows the seed's files.
 func TestMemoryDisk(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare here")
-	}
 	dir := t.TempDir()
 	seed, mnt := filepath.Join(dir, "seed"), filepath.Join(dir, "disk")
 	if out, err := exec.Command("mkdir", "-p", seed+"/00", mnt).CombinedOutput(); err != nil {
@@ -28,18 +47,18 @@ func TestMemoryDisk(t *testing.T) {
 	// TempDir's removal, which a user other than root needs.
 	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", seed).Run() })
 	sp := Spec{Bytes: 8 << 20, Inodes: 500, Seed: seed, Layout: Layout{Dirs: []string{"app", "home", "home/cache"}, Cache: "home/cache"}}
-	a, err := MemoryCommand(Memory(mnt), sp, Identity{})
+	g, ns, err := MemoryPlan(Memory(mnt), sp, Identity{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := `cd "$0" && cat home/cache/00/entry && echo new > home/cache/00/mine && cat home/cache/00/mine &&
+	probe := `cd "$0" && cat home/cache/00/entry && echo new > home/cache/00/mine && cat home/cache/00/mine && cat home/cache/trim.txt &&
 dd if=/dev/zero of=app/big bs=1M count=16 2>&1 | grep -o 'No space left on device' | head -1; rm app/big;
 mkdir app/many && cd app/many && for i in $(seq 600); do { true > f$i; } 2>/dev/null || { echo "inodes out at $i"; break; }; done`
-	out, err := exec.CommandContext(context.Background(), a[0], append(a[1:], "/bin/sh", "-c", probe, mnt)...).CombinedOutput()
+	out, err := onTestMemoryDisk(t, g, ns, "/bin/sh", "-c", probe, mnt)
 	if err != nil {
 		t.Fatalf("memory disk: %v: %s", err, out)
 	}
-	for _, want := range []string{"seeded\n", "new\n", "No space left on device", "inodes out at"} {
+	for _, want := range []string{"seeded\n", "new\n", g.Files[0].Data, "No space left on device", "inodes out at"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("memory disk: output %q lacks %q", out, want)
 		}
@@ -49,27 +68,28 @@ mkdir app/many && cd app/many && for i in $(seq 600); do { true > f$i; } 2>/dev/
 	}
 }
 
-// TestMemoryCommandRefusesOverlayCharacters: a path overlayfs's options
+// TestMemoryPlanRefusesOverlayCharacters: a path overlayfs's options
 // cannot carry is refused with the fix.
-func TestMemoryCommandRefusesOverlayCharacters(t *testing.T) {
+func TestMemoryPlanRefusesOverlayCharacters(t *testing.T) {
 	for _, c := range []struct{ seed, dir string }{{"/s,x", "/d"}, {"/s", "/d:x"}} {
-		if _, err := MemoryCommand(Memory(c.dir), Spec{Seed: c.seed}, Identity{}); err == nil || !strings.Contains(err.Error(), "Options.StateDir") {
-			t.Errorf("MemoryCommand(%q, seed %q) = %v, want a refusal naming Options.StateDir", c.dir, c.seed, err)
+		if _, _, err := MemoryPlan(Memory(c.dir), Spec{Seed: c.seed}, Identity{}); err == nil || !strings.Contains(err.Error(), "Options.StateDir") {
+			t.Errorf("MemoryPlan(%q, seed %q) = %v, want a refusal naming Options.StateDir", c.dir, c.seed, err)
 		}
 	}
 }
 
 // TestMemoryDiskOwnIDs: with host ids of its own (subordinate ids, here
 // granted to root by an /etc/subuid and /etc/subgid of the test's own,
-// bound over the real ones in a mount namespace of its own), the command
-// runs as InnerID mapped to those ids, owns the layout's directories and
-// the overlay's, reads a staged directory of the caller's that it could
-// not reach by its path, and cannot write to the disk's root.
+// which newuidmap and newgidmap see bound over the real ones in a mount
+// namespace of their own), the command runs as InnerID mapped to those
+// ids with no capability left, owns the layout's directories and the
+// overlay's, reads a staged directory of the caller's that it could not
+// reach by its path, and cannot write to the disk's root.
 func TestMemoryDiskOwnIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it binds its own /etc/subuid over the real one")
 	}
-	for _, tool := range []string{"unshare", "newuidmap", "newgidmap", "setpriv"} {
+	for _, tool := range []string{"unshare", "newuidmap", "newgidmap"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s here (Debian's uidmap, util-linux)", tool)
 		}
@@ -96,22 +116,32 @@ func TestMemoryDiskOwnIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// newuidmap and newgidmap read the test's subordinate ids.
+	id := Identity{UID: 300007, GID: 300007, Stage: []Staged{{Src: private, Name: "private"}}}
+	for _, h := range []struct {
+		path *string
+		name string
+	}{{&id.NewUIDMap, "newuidmap"}, {&id.NewGIDMap, "newgidmap"}} {
+		tool, _ := exec.LookPath(h.name)
+		*h.path = filepath.Join(dir, h.name)
+		wrap := fmt.Sprintf("#!/bin/sh\nexec unshare --mount --propagation private /bin/sh -c 'mount --bind %s /etc/subuid && mount --bind %s /etc/subgid && exec %s \"$@\"' %s \"$@\"\n", subids, subids, tool, h.name)
+		if err := os.WriteFile(*h.path, []byte(wrap), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sp := Spec{Bytes: 8 << 20, Inodes: 500, Seed: seed, Layout: Layout{Dirs: []string{"app", "home", "home/cache"}, Cache: "home/cache"}}
 	d := Memory(mnt)
-	a, err := MemoryCommand(d, sp, Identity{UID: 300007, GID: 300007, Stage: []Staged{{Src: private, Name: "private"}}})
+	g, ns, err := MemoryPlan(d, sp, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := `cd "$0" && id -u && id -g && cat /proc/self/uid_map && cat home/cache/00/entry && echo new > home/cache/00/mine &&
+	probe := `cd "$0" && id -u && id -g && cat /proc/self/uid_map && grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status && cat home/cache/00/entry && echo new > home/cache/00/mine &&
 echo mine > app/file && stat -c '%u %a' app home/cache/00 && cat "$1/secret" && { { echo x > stray; } 2>/dev/null && echo root-writable || echo root-closed; }`
-	wrap := `mount --bind "$1" /etc/subuid && mount --bind "$1" /etc/subgid && shift && exec "$@"`
-	args := append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", subids}, a...)
-	args = append(args, "/bin/sh", "-c", probe, mnt, d.StagePath("private"))
-	out, err := exec.Command("unshare", args...).CombinedOutput()
+	out, err := onTestMemoryDisk(t, g, ns, "/bin/sh", "-c", probe, mnt, d.StagePath("private"))
 	if err != nil {
 		t.Fatalf("memory disk with ids of its own: %v: %s", err, out)
 	}
-	for _, want := range []string{"1000\n1000\n", "1000     300007          1", "seeded\n", "1000 711\n1000 711\n", "staged\n", "root-closed"} {
+	for _, want := range []string{"1000\n1000\n", "1000     300007          1", "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n", "CapAmb:\t0000000000000000", "seeded\n", "1000 711\n1000 711\n", "staged\n", "root-closed"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("memory disk with ids of its own: output %q lacks %q", out, want)
 		}

@@ -1,0 +1,24 @@
+// Package gate is the first process of every local sandbox: the one that
+// stands between the backend starting the sandbox and bubblewrap.
+//
+// The backend starts its runtime server's binary in gate mode (Env set,
+// Plan.Args as its arguments; the same binary a sandbox runs, so nothing
+// else must be found or installed). The gate waits until the backend has
+// put it into the sandbox's cgroup (and, for a sandbox with subordinate
+// ids, written its user namespace's id maps: Map), sets the sandbox's
+// rlimits, mounts the sandbox's memory disk when the plan has one, takes
+// the sandbox's ids, and then becomes bubblewrap with execve, keeping its
+// pid: every process of the sandbox starts inside its limits.
+//
+// One Go program does with system calls what a chain of small programs
+// did before (sh, unshare, mount, mkdir, chown, setpriv): a backend that
+// is not root starts a sandbox one exec and one id-mapping step away from
+// bubblewrap instead of a dozen execs.
+//
+// The gate runs on the host, as the backend's user. This package imports
+// only the standard library and x/sys, so that the runtime server's
+// binary, which carries it, carries nothing of the host-side backend.
+// Run inside a sandbox, gate mode can do nothing its caller could not:
+// every privilege it uses comes from the namespaces the backend starts it
+// in (Command).
+package gate
