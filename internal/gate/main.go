@@ -65,9 +65,10 @@ func run(p Plan, environ []string) error {
 		}
 	}
 	for _, l := range p.Rlimits {
-		// syscall's Setrlimit (not unix's): it also keeps the Go runtime
-		// from putting back, at exec, the open-file limit it found.
-		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Value, Max: l.Value}); err != nil {
+		// Set here, not by the backend with prlimit: the Go runtime puts
+		// back at exec the open-file limit it started with unless this
+		// process itself set one.
+		if err := unix.Prlimit(0, l.Resource, &unix.Rlimit{Cur: l.Value, Max: l.Value}, nil); err != nil {
 			return fmt.Errorf("set the sandbox's %s limit to %d: %w", l.Name, l.Value, err)
 		}
 	}
