@@ -8,13 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountDisk mounts d as the root of the gate's user namespace, in its
-// mount namespace: private propagation first, so that nothing reaches the
-// namespace the backend is in; every mount but the binds nosuid and nodev.
+// mountDisk mounts d in the gate's mount namespace, whose mounts unshare
+// made private (Command): nothing reaches the namespace the backend is
+// in. Every mount but the binds is nosuid and nodev.
 func mountDisk(d Disk) error {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make the gate's mounts private: %w", err)
-	}
 	opts := fmt.Sprintf("mode=%04o,%s", d.Mode, d.Options)
 	if err := unix.Mount("sandbox-disk", d.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount the sandbox's disk (tmpfs %s) on %s: %w", opts, d.Dir, err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,9 +22,9 @@ import (
 // in. The caller is its root. A sandbox with host ids of its own also has
 // Sub (subordinate ids of the caller's, from /etc/subuid and
 // /etc/subgid) mapped to Inner, which takes the setuid helpers newuidmap
-// and newgidmap (Map); the gate then starts with the capabilities it
-// needs in the namespace as ambient ones, since it was not yet the
-// namespace's root when it started.
+// and newgidmap (Map); the gate then starts with its capabilities in the
+// namespace as ambient ones, since it is not yet the namespace's root when
+// it starts.
 type UserNS struct {
 	UID, GID int  // the caller's
 	Sub      *IDs // nil: only the caller's ids are mapped
@@ -43,19 +46,20 @@ func (ns *UserNS) Takes() (uid, gid int) {
 // IDs are a user id and a group id.
 type IDs struct{ UID, GID int }
 
-// ambientCaps are what a gate with subordinate ids needs in its user
-// namespace: mount (SYS_ADMIN), give the disk to the sandbox's ids
-// (CHOWN), take them (SETUID, SETGID), and reach the bound paths as root
-// would (DAC_OVERRIDE).
-func ambientCaps() []uintptr {
-	return []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_CHOWN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_DAC_OVERRIDE}
-}
-
 // Command returns the command that starts exe (a runtime server binary,
 // or a program that calls local.ServeIfChild) as a gate for p, with the
 // environment env, in a session of its own, in ns's namespaces when ns is
 // not nil. The caller sets its output and extra files and starts it;
 // with ns.Sub set it must then Map the gate's ids before releasing it.
+//
+// The namespaces come from unshare(1) (util-linux 2.38 or later, found
+// in env's PATH), which then execs the gate: the Go runtime can create a
+// user namespace for a child only by copying the whole calling process
+// (no vfork: syscall.SysProcAttr), which costs a large caller
+// milliseconds and leaves its memory copy-on-write, slowing it after every
+// start. unshare makes the mounts private, maps the caller to root
+// without subordinate ids (--map-root-user), and otherwise passes its
+// capabilities in the namespace on as ambient ones (--keep-caps).
 func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 	args, err := p.Args()
 	if err != nil {
@@ -65,28 +69,48 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 		return nil, errors.New("gate plan: a memory disk needs a user namespace of its own, and only a memory disk does")
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append([]string{}, env...), Env+"=1")
-	attr := &syscall.SysProcAttr{Setsid: true}
 	if ns != nil {
-		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		unshare, err := lookPath("unshare", env)
+		if err != nil {
+			return nil, err
+		}
+		u := []string{"--user", "--mount", "--propagation=private", "--keep-caps"}
 		if ns.Sub == nil {
-			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ns.UID, Size: 1}}
-			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ns.GID, Size: 1}}
-		} else {
-			attr.AmbientCaps = ambientCaps()
+			u = append(u, "--map-root-user")
+		}
+		cmd = exec.Command(unshare, append(append(u, "--", exe), args...)...)
+	}
+	cmd.Env = append(append([]string{}, env...), Env+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd, nil
+}
+
+// lookPath finds the executable name in the PATH of env.
+func lookPath(name string, env []string) (string, error) {
+	var path string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
 		}
 	}
-	cmd.SysProcAttr = attr
-	return cmd, nil
+	for _, dir := range filepath.SplitList(path) {
+		if p := filepath.Join(dir, name); unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s (util-linux 2.38 or later: scripts/install-deps.sh)", name, path)
 }
 
 // Map writes the id maps of the user namespace of the gate pid, started
 // by Command with ns: with ns.Sub set, the caller's ids to 0 and ns.Sub's
-// to ns.Inner, with newuidmap and newgidmap side by side; otherwise
-// Command wrote them, and Map does nothing.
+// to ns.Inner, with newuidmap and newgidmap side by side, as soon as the
+// namespace exists; otherwise unshare wrote them, and Map does nothing.
 func Map(ctx context.Context, pid int, ns *UserNS) error {
 	if ns == nil || ns.Sub == nil {
 		return nil
+	}
+	if err := awaitUserNS(ctx, pid); err != nil {
+		return err
 	}
 	maps := []struct {
 		tool          string
@@ -104,4 +128,28 @@ func Map(ctx context.Context, pid int, ns *UserNS) error {
 		}()
 	}
 	return errors.Join(<-errs, <-errs)
+}
+
+// awaitUserNS waits until process pid is in a user namespace other than
+// this process's: unshare(1) has made the gate's.
+func awaitUserNS(ctx context.Context, pid int) error {
+	own, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		return fmt.Errorf("read this process's user namespace: %w", err)
+	}
+	link := "/proc/" + strconv.Itoa(pid) + "/ns/user"
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 2*time.Millisecond) {
+		ns, err := os.Readlink(link)
+		if err != nil {
+			return fmt.Errorf("the gate's user namespace: %w", err)
+		}
+		if ns != own {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the gate made no user namespace: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }
