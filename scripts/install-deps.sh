@@ -23,7 +23,7 @@ packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	e2fsprogs # pkg/goruntime/local: mkfs.ext4 for each sandbox's disk (disk quota)
 	mount # pkg/goruntime/local: mount -o loop for each sandbox's disk
-	util-linux # pkg/goruntime/local: setpriv, to start a sandbox as its own host uid; unshare, mount and nsenter for a user's memory disks and limits
+	util-linux # pkg/goruntime/local: unshare (2.38+: --keep-caps) for a user's memory disks, nsenter for a sandbox's network and pty limits
 	uidmap # pkg/goruntime/local: newuidmap, newgidmap: a user's sandboxes run as subordinate ids of their own
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	runc # test/e2e: the node's default OCI runtime (containerd's runc shim)
