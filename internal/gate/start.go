@@ -70,9 +70,9 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	if ns != nil {
-		unshare, err := lookPath("unshare", env)
+		unshare, err := LookPath("unshare", envPath(env))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (util-linux 2.38 or later: scripts/install-deps.sh)", err)
 		}
 		u := []string{"--user", "--mount", "--propagation=private", "--keep-caps"}
 		if ns.Sub == nil {
@@ -85,20 +85,27 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// lookPath finds the executable name in the PATH of env.
-func lookPath(name string, env []string) (string, error) {
+// LookPath finds an executable named name in the directories of path
+// (a PATH): the gate's helpers are found in the gate's own PATH, not the
+// caller's.
+func LookPath(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if p := filepath.Join(dir, name); unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s", name, path)
+}
+
+// envPath is the PATH of the environment env.
+func envPath(env []string) string {
 	var path string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v
 		}
 	}
-	for _, dir := range filepath.SplitList(path) {
-		if p := filepath.Join(dir, name); unix.Access(p, unix.X_OK) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found in %s (util-linux 2.38 or later: scripts/install-deps.sh)", name, path)
+	return path
 }
 
 // Map writes the id maps of the user namespace of the gate pid, started

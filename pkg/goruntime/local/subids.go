@@ -22,13 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 )
@@ -80,8 +80,8 @@ func findSubIDs() (_ subIDs, detail, fix string) {
 		path *string
 		name string
 	}{{&s.newuidmap, "newuidmap"}, {&s.newgidmap, "newgidmap"}} {
-		if *t.path, err = lookPathIn(t.name, gatePATH); err != nil {
-			return subIDs{}, fmt.Sprintf("%s not found in %s", t.name, gatePATH), "install Debian's uidmap (scripts/install-deps.sh)"
+		if *t.path, err = gate.LookPath(t.name, gatePATH); err != nil {
+			return subIDs{}, err.Error(), "install Debian's uidmap (scripts/install-deps.sh)"
 		}
 	}
 	return s, "", ""
@@ -90,17 +90,6 @@ func findSubIDs() (_ subIDs, detail, fix string) {
 // maxSubIDs bounds the ids leased from a block: more live sandboxes than
 // this on one machine hit other limits first.
 const maxSubIDs = 65536
-
-// lookPathIn finds an executable named name in the directories of path.
-func lookPathIn(name, path string) (string, error) {
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
-}
 
 // try makes a memory disk for a sandbox of the first of s's ids with the
 // gate gateExe, to tell whether newuidmap and newgidmap map them here.
