@@ -118,7 +118,7 @@ func takeIDs(uid, gid int) error {
 		return fmt.Errorf("take uid %d: %w", uid, err)
 	}
 	// Leaving uid 0 cleared the permitted, effective and ambient sets;
-	// the inheritable set (where Command put the ambient capabilities)
+	// the inheritable set (where unshare --keep-caps put them)
 	// is cleared here, so that nothing is left to regain.
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData

@@ -74,9 +74,9 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w (util-linux 2.38 or later: scripts/install-deps.sh)", err)
 		}
-		u := []string{"--user", "--mount", "--propagation=private", "--keep-caps"}
-		if ns.Sub == nil {
-			u = append(u, "--map-root-user")
+		u := []string{"--user", "--mount", "--propagation=private", "--map-root-user"}
+		if ns.Sub != nil {
+			u[3] = "--keep-caps"
 		}
 		cmd = exec.Command(unshare, append(append(u, "--", exe), args...)...)
 	}

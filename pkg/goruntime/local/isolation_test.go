@@ -234,3 +234,16 @@ func TestRaceDetectorAndCgoUnderFilter(t *testing.T) {
 	}
 	mustOK(t, s, goruntime.Request{Command: "./app >/dev/null 2>&1; echo next"})
 }
+
+// TestNoCapabilities: a sandbox's commands hold no capability in any set,
+// whoever started the backend: nothing the gate held to mount the disk or
+// take the sandbox's ids (unshare --keep-caps puts them in the ambient
+// and inheritable sets) reaches them.
+func TestNoCapabilities(t *testing.T) {
+	sb := rawSandbox(t, newBackend(t, testOptions()))
+	res := sh(t, sb, `grep -E '^Cap(Inh|Prm|Eff|Amb):' /proc/self/status | tr -s '\t ' ' '`)
+	want := "CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapAmb: 0000000000000000\n"
+	if res.ExitCode != 0 || res.Stdout != want {
+		t.Errorf("a command's capabilities: exit %d, %q (stderr %q), want %q", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+}
