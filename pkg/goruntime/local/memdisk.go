@@ -8,6 +8,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,12 +91,13 @@ func seeMemoryDisk(l *layout, pid int) {
 
 // memoryDiskProblem says why memory disks cannot be had here, or "",
 // trying one with the gate gateExe (the runtime server binary; "": none
-// was found, and Check reports why under the namespaces).
+// was found).
 func memoryDiskProblem(ctx context.Context, gateExe string) (detail, fix string) {
-	if gateExe == "" {
-		return "no runtime server binary to run the sandbox's gate", serverBinaryFix
+	err := disk.TryMemory(ctx, gateExe, gateEnv(), MinDiskBytes, MinDiskInodes, disk.Identity{})
+	if errors.Is(err, disk.ErrNoGate) {
+		return err.Error(), serverBinaryFix
 	}
-	if err := disk.TryMemory(ctx, gateExe, gateEnv(), MinDiskBytes, MinDiskInodes, disk.Identity{}); err != nil {
+	if err != nil {
 		return err.Error(), "a kernel that lets users mount tmpfs and overlayfs in their own user namespaces (Linux 5.11 or later, unprivileged user namespaces enabled), or run as root, or relax it (Options.Relax.DiskQuota)"
 	}
 	return "", ""

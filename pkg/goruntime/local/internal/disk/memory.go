@@ -23,6 +23,7 @@ package disk
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,6 +161,9 @@ func overlayPath(p string) error {
 // server binary) and the environment env, and runs /bin/true on it, to
 // tell whether memory disks can be had here.
 func TryMemory(ctx context.Context, exe string, env []string, size, inodes int64, id Identity) error {
+	if exe == "" {
+		return ErrNoGate
+	}
 	dir, err := os.MkdirTemp("", "sandbox-check-")
 	if err != nil {
 		return fmt.Errorf("try a memory disk: %w", err)
@@ -186,6 +190,9 @@ func TryMemory(ctx context.Context, exe string, env []string, size, inodes int64
 	}
 	return nil
 }
+
+// ErrNoGate is TryMemory's answer without a gate to try with.
+var ErrNoGate = errors.New("no runtime server binary to run the sandbox's gate")
 
 // onMemoryDisk runs a gate, exe with the environment env, that mounts g
 // in ns and becomes command, and returns command's output (and the
