@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -140,10 +141,10 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	go func() { mapped <- gate.Map(ctx, pid, st.ns) }()
 	addErr := cg.Add(pid)
 	if err := cmp.Or(<-mapped, addErr); err != nil {
-		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+		return fail(cmp.Or(b.gateEnded(cmd, exited, l), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)))
 	}
 	if _, err := gateW.Write([]byte("go\n")); err != nil {
-		return fail(fmt.Errorf("release bubblewrap: %w", err))
+		return fail(cmp.Or(b.gateEnded(cmd, exited, l), fmt.Errorf("release bubblewrap: %w", err)))
 	}
 	if l.memory {
 		seeMemoryDisk(&l, pid)
@@ -219,12 +220,7 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 		}
 		select {
 		case <-exited:
-			hint := ""
-			if s.b.childMode {
-				hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", s.b.server)
-			}
-			return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s; log: %s: %w",
-				hint, tail(s.l.log(), 1500), goruntime.ErrUnavailable)
+			return s.b.exitedEarly(s.l, "")
 		case <-ctx.Done():
 			hint := ""
 			if s.b.childMode {
@@ -238,6 +234,31 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 			delay += time.Millisecond
 		}
 	}
+}
+
+// exitedEarly is the error for a sandbox whose processes ended before its
+// runtime server answered; why (if any) says which step saw it.
+func (b *Backend) exitedEarly(l layout, why string) error {
+	hint := ""
+	if b.childMode {
+		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.server)
+	}
+	return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s%s; log: %s: %w",
+		why, hint, tail(l.log(), 1500), goruntime.ErrUnavailable)
+}
+
+// gateEnded reports, after a step of the start failed, whether the reason
+// is that the gate itself has ended: the server binary starts as the gate
+// and waits for its release, so one that is not a sandbox-server binary
+// (or one that crashed) ends before the cgroup or the id mapping can take
+// it. It returns nil while the gate still runs.
+func (b *Backend) gateEnded(cmd *exec.Cmd, exited <-chan struct{}, l layout) error {
+	select {
+	case <-exited:
+	case <-time.After(500 * time.Millisecond): // one that is gone is reaped at once (waitCmd)
+		return nil
+	}
+	return b.exitedEarly(l, fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", b.server, cmd.ProcessState))
 }
 
 func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
