@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/bench"
@@ -34,6 +35,20 @@ func main() {
 	os.Exit(code)
 }
 
+// startCPUProfile profiles this process into path until the returned
+// func is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // run parses args, measures and prints the table to stdout (progress to
 // stderr). Exit codes: 0 every target met, 1 a target missed or a figure
 // could not be measured, 2 bad flags.
@@ -42,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bench.RegisterFlags(fs, &cfg)
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile to `file` (go tool pprof): where the library's own time goes, e.g. in --sections=scale")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bench [flags]\n\n"+
 			"Measures go-runtime-sandbox against its baselines on this machine, side by side in one run,\n"+
@@ -58,6 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Log = stderr
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 2
+		}
+		defer stop()
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if rep != nil {
 		rep.Print(stdout)
