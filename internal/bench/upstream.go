@@ -154,6 +154,7 @@ func buildOurs(ctx context.Context, dir string, names ...string) (map[string]str
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build (docs/local-backend.md, "Which server runs")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build %s: %w: %s", strings.Join(names, " "), err, out)
 	}

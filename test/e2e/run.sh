@@ -64,7 +64,7 @@ mkdir -p "$work/bin" "$work/logs"
 trap 'rm -rf "$work"' EXIT
 # shellcheck disable=SC2317 # run by e2e_build
 build_binaries() {
-	go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/sandbox-processapi ./cmd/demo ./cmd/mcp-server &&
+	CGO_ENABLED=0 go build -o "$work/bin/" ./cmd/sandbox-server ./cmd/sandbox-processapi ./cmd/demo ./cmd/mcp-server &&
 		go test -c -tags e2e -o "$work/bin/e2e.test" ./test/e2e/ &&
 		(cd test/e2e/tools && go test -c -tags integration -o "$work/bin/sdk-integration.test" sigs.k8s.io/agent-sandbox/clients/go/sandbox)
 }

@@ -287,8 +287,14 @@ func TestMappedFilesShare(t *testing.T) {
 		}
 	}
 	t.Logf("the sandbox's processes mapped %d files in all (outcome %s); the host's table peaked %d above where it was (bound %d)", held, res.Outcome, peak-before, bound)
-	if held < bound {
-		t.Fatalf("the hog mapped only %d files; it proves nothing:\n%s\n%s", held, res.Stdout, res.Stderr)
+	// The hog must have pushed until the sandbox's memory stopped it, or
+	// past the bound: a hog that stopped short for another reason (a
+	// failed build, a child that would not start) proves nothing. How
+	// many files the memory lets it map varies from run to run (the
+	// kernel's slab packing, what else the sandbox holds); the bound on
+	// the host's table below is what must hold.
+	if held < bound && res.Outcome != goruntime.OutcomeMemoryLimit {
+		t.Fatalf("the hog mapped only %d files and was not stopped by the memory limit (outcome %s); it proves nothing:\n%s\n%s", held, res.Outcome, res.Stdout, res.Stderr)
 	}
 	if peak-before > bound {
 		t.Errorf("a sandbox charged at most %d MiB of memory held %d files at once: more than %d (memory / %d bytes); lower local.mappedFileBytes",

@@ -37,8 +37,12 @@ func TestMain(m *testing.M) {
 	// The process API companion goes next to the server, where the
 	// backend looks for it.
 	serverPath = filepath.Join(dir, "sandbox-server")
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server",
-		"github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-processapi").CombinedOutput()
+	// Static, as make build builds them (docs/local-backend.md, "Which
+	// server runs").
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-server",
+		"github.com/go-runtime-sandbox/go-runtime-sandbox/cmd/sandbox-processapi")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build sandbox-server and sandbox-processapi: %v\n%s", err, out)
 		os.Exit(1)
