@@ -44,7 +44,16 @@ func TestRuntimes(t *testing.T) {
 			t.Run("SeedCacheFirstGoRun", func(t *testing.T) { testSeedCacheFirstGoRun(t, rt) })
 			t.Run("PodAttacks", func(t *testing.T) { testPodAttacks(t, rt) })
 			t.Run("PodDeletionWithinGrace", func(t *testing.T) { testPodDeletionWithinGrace(t, rt) })
+			// The claim TTL flow waits half a minute on the controller:
+			// started before the corpus, checked after it.
+			var ttl *claimTTL
+			if rt == runcTarget || fullMatrix() {
+				t.Run("ClaimTTLOwnerKilled/start", func(t *testing.T) { ttl = startClaimTTL(t, rt) })
+			}
 			t.Run("Corpus", func(t *testing.T) { testCorpus(t, rt) })
+			if ttl != nil {
+				t.Run("ClaimTTLOwnerKilled/gone", func(t *testing.T) { ttl.gone(t) })
+			}
 			if rt == gvisorTarget {
 				t.Run("DefaultConnectivityRefused", func(t *testing.T) { testDefaultConnectivityGVisor(t, rt) })
 			} else {
