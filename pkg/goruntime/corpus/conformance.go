@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,12 +60,6 @@ func Run(t *testing.T, b goruntime.Backend, opts RunOptions) Summary {
 	if err != nil {
 		t.Fatalf("corpus: %v", err)
 	}
-	// A case that waits out its timeout holds a slot for that long on the
-	// host and again in a sandbox: started first, it overlaps the quick
-	// cases instead of running alone at the end.
-	slices.SortStableFunc(cases, func(a, b Case) int {
-		return cmp.Compare(waitsOut(b), waitsOut(a))
-	})
 	ctx := context.Background()
 	start := time.Now()
 	if opts.Sandboxes <= 0 {
@@ -107,15 +100,6 @@ func Run(t *testing.T, b goruntime.Backend, opts RunOptions) Summary {
 	t.Logf("corpus: %s on %s in %v:\n%s", sum, b.Name(), time.Since(start).Round(time.Millisecond),
 		strings.Join(slices.Sorted(slices.Values(timings)), "\n"))
 	return sum
-}
-
-// waitsOut is how long c is expected to wait for its timeout (0 for a
-// case that ends on its own).
-func waitsOut(c Case) time.Duration {
-	if c.WantOutcome == goruntime.OutcomeTimeout {
-		return c.Timeout
-	}
-	return 0
 }
 
 // runCase runs c on the host and in a sandbox from pool, failing t with
