@@ -46,6 +46,7 @@ func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
 	first, second := timeGoRun(ctx, t, sess)
 	recordFirstGoRun(t, rt.name, first, second)
 	reportBuildParts(ctx, t, rt.name, sb)
+	reportSyscallCosts(ctx, t, rt.name, sb)
 }
 
 // waitNodeQuiet waits until rt's namespace holds its full warm pool plus

@@ -212,4 +212,5 @@ func TestFirstGoRunLocal(t *testing.T) {
 	first, second := timeGoRun(ctx, t, sess)
 	recordFirstGoRun(t, "local", first, second)
 	reportBuildParts(ctx, t, "local", sess.Sandbox())
+	reportSyscallCosts(ctx, t, "local", sess.Sandbox())
 }
