@@ -102,15 +102,27 @@ func Run(t *testing.T, b goruntime.Backend, opts RunOptions) Summary {
 	return sum
 }
 
-// runCase runs c on the host and in a sandbox from pool, failing t with
-// every mismatch, and returns a line of their timings.
+// runCase runs c on the host and in a sandbox from pool, side by side
+// (a case that waits out its timeout then waits once, not twice), failing
+// t with every mismatch, and returns a line of their timings.
 func runCase(t *testing.T, ctx context.Context, c Case, tmp string, pool chan *goruntime.Session) string {
 	t.Helper()
-	want, hostDir, err := RunHost(ctx, c, tmp)
-	if err != nil {
-		t.Fatal(err)
+	type hostRun struct {
+		want Observed
+		dir  string
+		err  error
 	}
-	oracleBad := CheckOracle(c, want)
+	host := make(chan hostRun, 1)
+	go func() {
+		want, dir, err := RunHost(ctx, c, tmp)
+		host <- hostRun{want, dir, err}
+	}()
+	hostDone := false
+	defer func() {
+		if !hostDone { // the sandbox side failed first: the host's run still writes under tmp
+			<-host
+		}
+	}()
 
 	s := <-pool
 	defer func() { pool <- s }()
@@ -121,6 +133,13 @@ func runCase(t *testing.T, ctx context.Context, c Case, tmp string, pool chan *g
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := <-host
+	hostDone = true
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	want, hostDir := h.want, h.dir
+	oracleBad := CheckOracle(c, want)
 	timing := fmt.Sprintf("%-22s host %6.2fs  sandbox %6.2fs", c.Name, want.Duration.Seconds(), got.Duration.Seconds())
 	ms := append(oracleBad, Compare(c, want, hostDir, got)...)
 	if len(ms) == 0 {
