@@ -23,7 +23,7 @@ import (
 // per-system-call cost rather than anything a mount or cache setting
 // changes.
 const syscallCostScript = `
-n=20000 m=200 f=$(go env GOROOT)/VERSION
+n=5000 m=50 f=$(go env GOROOT)/VERSION
 t0=$(date +%s%N); for ((i=0;i<n;i++)); do :; done
 t1=$(date +%s%N); for ((i=0;i<n;i++)); do [ -e "$f" ]; done
 t2=$(date +%s%N); for ((i=0;i<m;i++)); do /bin/true; done
