@@ -161,16 +161,10 @@ func reportBuildParts(ctx context.Context, t *testing.T, place string, sb gorunt
 		t.Errorf("build parts (%s): no action graph in %q", place, res.Stdout)
 		return
 	}
-	steps := map[string]int64{}
-	sc := bufio.NewScanner(strings.NewReader(head))
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), " ")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Errorf("build parts (%s): line %q", place, sc.Text())
-			return
-		}
-		steps[k] = n
+	steps, err := keyValues(head)
+	if err != nil {
+		t.Errorf("build parts (%s): %v", place, err)
+		return
 	}
 	var actions []buildAction
 	if err := json.Unmarshal([]byte(graph), &actions); err != nil {
@@ -194,4 +188,19 @@ func reportBuildParts(ctx context.Context, t *testing.T, place string, sb gorunt
 	report(t, "first-build-parts-"+place, "first build parts (%s, new code, ms): go env %d, go list -deps %d, go build %d (compile %d, link %d, the rest %d), run %d; build cache %d files",
 		place, ms(steps["env"]), ms(steps["list"]), build.Milliseconds(), compile.Milliseconds(), link.Milliseconds(),
 		(build - compile - link).Milliseconds(), ms(steps["run"]), steps["cachefiles"])
+}
+
+// keyValues parses a script's "name number" lines.
+func keyValues(out string) (map[string]int64, error) {
+	m := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %q", sc.Text())
+		}
+		m[k] = n
+	}
+	return m, nil
 }

@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,16 +39,10 @@ func reportSyscallCosts(ctx context.Context, t *testing.T, place string, sb goru
 		t.Errorf("syscall costs (%s): %v %+v", place, err, res)
 		return
 	}
-	got := map[string]int64{}
-	sc := bufio.NewScanner(strings.NewReader(res.Stdout))
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), " ")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Errorf("syscall costs (%s): line %q", place, sc.Text())
-			return
-		}
-		got[k] = n
+	got, err := keyValues(res.Stdout)
+	if err != nil {
+		t.Errorf("syscall costs (%s): %v", place, err)
+		return
 	}
 	stat, sok := got["stat_ns"]
 	exec, eok := got["exec_us"]
