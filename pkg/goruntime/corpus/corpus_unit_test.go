@@ -386,4 +386,7 @@ func TestRunOnFakeBackend(t *testing.T) {
 	if sum := corpus.Run(t, b, corpus.RunOptions{Dir: dir, Only: "exit", Sandboxes: 1}); sum != (corpus.Summary{Passed: 1, Total: 1}) {
 		t.Errorf("Run(Only: exit) = %+v, want 1 of 1", sum)
 	}
+	if sum := corpus.Run(t, b, corpus.RunOptions{Dir: dir, Cases: []string{"exit3", "slow"}}); sum != (corpus.Summary{Passed: 1, Total: 1}) {
+		t.Errorf("Run(Cases: exit3, slow) = %+v, want 1 of 1 (the slow case skipped)", sum)
+	}
 }
