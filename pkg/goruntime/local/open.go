@@ -180,19 +180,13 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	// No command has run yet: only Open's caller can start one.
 	// As root or as the user who made the sandbox's namespaces.
-	if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
+	conns := b.opts.Connections
+	if b.opts.Relax.Connections {
+		conns = 0
+	}
+	if err := nslimits.Set(ctx, s.meta.Server, b.opts.Network, conns); err != nil {
 		s.cl.Close()
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
-	}
-	if !b.opts.Network {
-		conns := b.opts.Connections
-		if b.opts.Relax.Connections {
-			conns = 0
-		}
-		if err := nslimits.CapNetwork(ctx, s.meta.Server, conns); err != nil {
-			s.cl.Close()
-			return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
-		}
 	}
 	protectFromOOM(s.meta.Keep)
 	if err := writeJSON(l.meta(), s.meta); err != nil {

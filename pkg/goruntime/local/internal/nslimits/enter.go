@@ -3,7 +3,6 @@ package nslimits
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -32,8 +31,8 @@ import (
 // nobody, whom mount(8) refuses.)
 
 // run runs args in the namespace kind ("net", "mnt") of the sandbox
-// whose process pid is inside it, with stdin, and returns its output.
-func run(ctx context.Context, pid int, kind string, stdin io.Reader, args ...string) (string, error) {
+// whose process pid is inside it and returns its output.
+func run(ctx context.Context, pid int, kind string, args ...string) (string, error) {
 	nsPath := "/proc/" + strconv.Itoa(pid) + "/ns/" + kind
 	flag := map[string]string{"net": "--net=", "mnt": "--mount="}[kind]
 	if flag == "" {
@@ -51,7 +50,6 @@ func run(ctx context.Context, pid int, kind string, stdin io.Reader, args ...str
 	}
 	cmd := exec.CommandContext(ctx, "nsenter", append(append(nsenter, "--"), args...)...)
 	cmd.Env = []string{"PATH=" + toolPath}
-	cmd.Stdin = stdin
 	if owner != nil {
 		cmd.ExtraFiles = []*os.File{owner}
 	}

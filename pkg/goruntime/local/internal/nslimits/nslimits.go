@@ -1,8 +1,8 @@
 // Package nslimits sets the limits the host puts in a local sandbox's own
 // namespaces (its devpts instance; its network namespace: the listen queue
-// and the TCP connections) right after it starts, before any command runs. The sandbox cannot change them: it has
-// no capabilities, and the seccomp filter refuses mount. Each Cap function
-// takes the pid of a process inside the sandbox.
+// and the TCP connections) right after it starts, before any command runs (Set). The sandbox
+// cannot change them: it has no capabilities, and the seccomp filter
+// refuses mount.
 package nslimits
 
 import (
@@ -23,27 +23,9 @@ import (
 // opening /dev/ptmx fails with ENOSPC in that sandbox alone.
 const maxPtys = 32
 
-// CapPtys remounts the devpts instance of the sandbox whose process pid
-// is inside it with max=maxPtys.
-//
-// It runs mount(8) under nsenter(1), in the sandbox's mount namespace
-// only (not its pid namespace, so no host process ever shows inside).
-// Joining the namespace from this process instead would need a thread of
-// its own, and Go cannot always give one back: a goroutine that ends
-// locked on the main thread leaves that thread, and with it /proc/self,
-// in the sandbox's mounts for the life of the process.
-func CapPtys(ctx context.Context, pid int) error {
-	// The options bubblewrap mounts /dev/pts with (a remount resets
-	// whatever it does not name), plus the cap.
-	opts := "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := run(ctx, pid, "mnt", nil, "mount", "-n", "-t", "devpts", "-o", opts, "devpts", "/dev/pts")
-	if err != nil {
-		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s", maxPtys, opts, err, out)
-	}
-	return nil
-}
+// ptyOptions are the options bubblewrap mounts /dev/pts with (a remount
+// resets whatever it does not name), plus the cap.
+var ptyOptions = "remount,newinstance,ptmxmode=0666,mode=620,max=" + strconv.Itoa(maxPtys)
 
 // ListenQueue is net.core.somaxconn in a sandbox's network namespace: the
 // most connections one listener holds that its program has not accepted.
@@ -81,31 +63,89 @@ COMMIT
 `, conns)
 }
 
-// netScript runs in the sandbox's network namespace (sh -c): the sysctls
-// (/proc/sys/net shows those of the namespace its reader is in), then the
-// rules from stdin for IPv4 and IPv6. $1 is the listen queue, $2 the
-// connections (0: no cap).
+// netScript runs in a network namespace (sh -c): it sets the sysctls
+// (/proc/sys/net shows those of the namespace its reader is in) and loads
+// the rules for IPv4 and IPv6. $1 is the listen queue, $2 the connections
+// (0: no cap), $3 a file of the rules (netRules). Each process started
+// costs milliseconds on a VM, so it starts only the two tools.
 const netScript = `set -e
 echo "$1" > /proc/sys/net/core/somaxconn
 [ "$2" -gt 0 ] || exit 0
 echo "$2" > /proc/sys/net/ipv4/tcp_max_tw_buckets
 echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_timeout_time_wait
 echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close
-rules=$(cat)
-printf '%s\n' "$rules" | iptables-restore
-printf '%s\n' "$rules" | ip6tables-restore
+iptables-restore "$3"
+ip6tables-restore "$3"
 `
 
-// CapNetwork sets the listen queue to ListenQueue and caps the TCP
-// connections at conns per address family (0: no cap) in the network
-// namespace of the sandbox whose process pid is inside it. The cap needs
-// iptables (NetworkProblem).
-func CapNetwork(ctx context.Context, pid, conns int) error {
+// runNet runs script in the namespace kind of the sandbox whose process
+// pid is inside it (pid 0: in a network namespace of its own, made by
+// unshare), with args and then the path of a file of netRules(conns).
+func runNet(ctx context.Context, pid int, kind, script string, conns int, args ...string) (string, error) {
+	f, err := os.CreateTemp("", "sandbox-netrules-")
+	if err != nil {
+		return "", fmt.Errorf("write the connection rules: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(netRules(conns))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write the connection rules: %w", err)
+	}
+	args = append(append([]string{"sh", "-c", script, "sh"}, args...), strconv.Itoa(ListenQueue), strconv.Itoa(conns), f.Name())
+	if pid == 0 {
+		// A user other than root makes the namespace in a user namespace
+		// of its own, as bubblewrap makes a sandbox's.
+		unshare := []string{"unshare", "--net", "--"}
+		if os.Geteuid() != 0 {
+			unshare = []string{"unshare", "--user", "--map-root-user", "--net", "--"}
+		}
+		cmd := exec.CommandContext(ctx, unshare[0], append(unshare[1:], args...)...)
+		cmd.Env = []string{"PATH=" + toolPath}
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	return run(ctx, pid, kind, args...)
+}
+
+// ptyScript runs before netScript in a sandbox's network namespace: it
+// caps the pseudo-terminals in the mount namespace $1 (mount -N joins
+// it) with the options $2, and leaves netScript its own arguments.
+const ptyScript = `mount -N "$1" -n -t devpts -o "$2" devpts /dev/pts || exit
+shift 2
+`
+
+// Set puts the host's limits in the namespaces of the sandbox whose
+// process pid is inside it, before any command runs: its devpts instance
+// capped at maxPtys, and, unless network (the sandbox then shares the
+// host's network namespace), its listen queue at ListenQueue and its TCP
+// connections at conns per address family (0: no cap; the cap needs
+// iptables, NetworkProblem).
+//
+// One nsenter runs it, in the sandbox's network namespace when it has
+// one (mount(8) then joins its mount namespace itself, mount -N), else in
+// its mount namespace. None of it joins the sandbox's pid namespace, so
+// no host process ever shows inside. (Joining a namespace from this
+// process instead would need a thread of its own, and Go cannot always
+// give one back: a goroutine that ends locked on the main thread leaves
+// that thread, and with it /proc/self, in the sandbox's mounts for the
+// life of the process.)
+func Set(ctx context.Context, pid int, network bool, conns int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := run(ctx, pid, "net", strings.NewReader(netRules(conns)), netArgs(conns)...)
+	if network {
+		out, err := run(ctx, pid, "mnt", "mount", "-n", "-t", "devpts", "-o", ptyOptions, "devpts", "/dev/pts")
+		if err != nil {
+			return fmt.Errorf("cap the sandbox's pseudo-terminals at %d (nsenter, mount -o %s /dev/pts): %w: %s", maxPtys, ptyOptions, err, out)
+		}
+		return nil
+	}
+	out, err := runNet(ctx, pid, "net", ptyScript+netScript, conns, "/proc/"+strconv.Itoa(pid)+"/ns/mnt", ptyOptions)
 	if err != nil {
-		return netError(conns, "nsenter", err, out)
+		return fmt.Errorf("cap the sandbox's pseudo-terminals at %d, its TCP connections at %d and its listen queue at %d (nsenter, mount -N, iptables-restore): %w: %s",
+			maxPtys, conns, ListenQueue, err, out)
 	}
 	return nil
 }
@@ -120,19 +160,11 @@ func NetworkProblem(ctx context.Context, conns int) (detail, fix string) {
 			return tool.name + " not found", "apt-get install " + tool.pkg + " (scripts/install-deps.sh)"
 		}
 	}
-	// A user other than root makes the namespace in a user namespace of
-	// its own, as bubblewrap makes a sandbox's.
-	unshare := []string{"unshare", "--net", "--"}
-	if os.Geteuid() != 0 {
-		unshare = []string{"unshare", "--user", "--map-root-user", "--net", "--"}
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, unshare[0], append(unshare[1:], netArgs(conns)...)...)
-	cmd.Env = []string{"PATH=" + toolPath}
-	cmd.Stdin = strings.NewReader(netRules(conns))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return netError(conns, "unshare", err, strings.TrimSpace(string(out))).Error(),
+	if out, err := runNet(ctx, 0, "", netScript, conns); err != nil {
+		return fmt.Sprintf("cap TCP connections at %d and the listen queue at %d in a network namespace of its own (unshare, iptables-restore): %v: %s",
+				conns, ListenQueue, err, out),
 			"a kernel with netfilter's conntrack and connlimit (CONFIG_NETFILTER_XT_MATCH_CONNLIMIT, modprobe xt_connlimit)"
 	}
 	return "", ""
@@ -149,14 +181,4 @@ func inToolPath(name string) bool {
 		}
 	}
 	return false
-}
-
-// netArgs runs netScript, with the rules on stdin.
-func netArgs(conns int) []string {
-	return []string{"sh", "-c", netScript, "sh", strconv.Itoa(ListenQueue), strconv.Itoa(conns)}
-}
-
-func netError(conns int, via string, err error, out string) error {
-	return fmt.Errorf("cap the sandbox's TCP connections at %d and its listen queue at %d (%s, iptables-restore): %w: %s",
-		conns, ListenQueue, via, err, out)
 }
