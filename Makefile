@@ -29,7 +29,7 @@ deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt, 
 build: ## build every binary into bin/ (static: CGO_ENABLED=0, see docs/local-backend.md "Which server runs")
 	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/...
 
-demo: ## install bubblewrap, iptables and uidmap (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
+demo: ## install bubblewrap and uidmap (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
 	FLOW='$(FLOW)' DEMO_FLAGS='$(DEMO_FLAGS)' GO='$(GO)' bash scripts/demo.sh
 
 vet: ## go vet every package
@@ -99,7 +99,7 @@ test: deps vet unit race lint ## run every test (as a user other than root: all 
 	fi
 
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
-	GO='$(GO)' bash scripts/host-setup.sh bubblewrap iptables python3-fastapi python3-uvicorn python3-multipart
+	GO='$(GO)' bash scripts/host-setup.sh bubblewrap python3-fastapi python3-uvicorn python3-multipart
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: the host's one-time setup (scripts/host-setup.sh: bubblewrap,
-# iptables, uidmap, the host settings and, for a user other than root, its cgroups;
+# uidmap, the host settings and, for a user other than root, its cgroups;
 # sudo asked once, only when something is missing), then the demo's flows
 # in a local sandbox.
 #
@@ -21,7 +21,7 @@ go=${GO:-go}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/demo.XXXXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-SANDBOX_CHECK="$tmp/sandbox-check" bash "$here/host-setup.sh" bubblewrap iptables uidmap
+SANDBOX_CHECK="$tmp/sandbox-check" bash "$here/host-setup.sh" bubblewrap uidmap
 
 read -r -a flags <<<"${DEMO_FLAGS:-}"
 if [ "$(id -u)" -ne 0 ] && [[ " ${DEMO_FLAGS:-}" != *" --relax"* ]]; then

@@ -23,14 +23,14 @@ packages=(
 	bubblewrap # pkg/goruntime/local: the local backend's sandbox (bwrap)
 	e2fsprogs # pkg/goruntime/local: mkfs.ext4 for each sandbox's disk (disk quota)
 	mount # pkg/goruntime/local: mount -o loop for each sandbox's disk
-	util-linux # pkg/goruntime/local: unshare (2.38+: --keep-caps) for a user's memory disks, nsenter for a sandbox's network and pty limits
+	util-linux # pkg/goruntime/local: unshare (2.38+: --keep-caps) for a user's gates, nsenter and mount for a sandbox's pty cap
 	uidmap # pkg/goruntime/local: newuidmap, newgidmap: a user's sandboxes run as subordinate ids of their own
 	etcd-server # test/e2e: the store behind the end-to-end kube-apiserver
 	runc # test/e2e: the node's default OCI runtime (containerd's runc shim)
 	containernetworking-plugins # test/e2e: CNI bridge, host-local, loopback, portmap
 	buildah # test/e2e: builds the Dockerfile (and the pause and router images) without Docker
 	debootstrap # test/e2e: the debian/golang base-image stand-ins (no registry here)
-	iptables # pkg/goruntime/local: iptables-restore caps each sandbox's TCP connections (connections protection); test/e2e: the kubelet's and CNI plugins' rules
+	iptables # test/e2e: the kubelet's and CNI plugins' rules
 	iproute2 # test/e2e: the run's network namespace (ip link/addr/route)
 	util-linux # test/e2e: unshare (the run's PID/network/mount namespaces), flock
 	dbus-daemon # pkg/goruntime/local/internal/cgroups tests: the private bus a fake user systemd answers on (TestJoinSystemdScope)

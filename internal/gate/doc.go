@@ -6,7 +6,8 @@
 // else must be found or installed). The gate waits until the backend has
 // put it into the sandbox's cgroup (and, for a sandbox with subordinate
 // ids, written its user namespace's id maps: Map), sets the sandbox's
-// rlimits, mounts the sandbox's memory disk when the plan has one, takes
+// rlimits, mounts the sandbox's memory disk when the plan has one, makes
+// its network namespace with the host's limits in it (net.go), takes
 // the sandbox's ids, and then becomes bubblewrap with execve, keeping its
 // pid: every process of the sandbox starts inside its limits.
 //
@@ -16,8 +17,9 @@
 // bubblewrap instead of a dozen execs.
 //
 // The gate runs on the host, as the backend's user. This package imports
-// only the standard library and x/sys, so that the runtime server's
-// binary, which carries it, carries nothing of the host-side backend.
+// only the standard library, x/sys and google/nftables (the network
+// namespace's rules, net.go), so that the runtime server's binary, which
+// carries it, carries nothing of the host-side backend.
 // Run inside a sandbox, gate mode can do nothing its caller could not:
 // every privilege it uses comes from the namespaces the backend starts it
 // in (Command).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -74,6 +75,14 @@ func run(p Plan, environ []string) error {
 	}
 	if p.Disk != nil {
 		if err := mountDisk(*p.Disk); err != nil {
+			return err
+		}
+	}
+	if p.Net != nil {
+		// The namespace is this thread's, and the exec below, on the
+		// same thread, keeps it: the goroutine stays on it to the end.
+		runtime.LockOSThread()
+		if err := makeNet(*p.Net); err != nil {
 			return err
 		}
 	}

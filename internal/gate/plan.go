@@ -15,7 +15,8 @@ const Env = "GORUNTIME_SANDBOX_GATE"
 func Requested(getenv func(string) string) bool { return getenv(Env) == "1" }
 
 // Plan is what a gate does, in this order: wait for its release, set the
-// rlimits, mount the disk, take the ids, become the command.
+// rlimits, mount the disk, make the network namespace, take the ids,
+// become the command.
 type Plan struct {
 	// WaitFD is a descriptor the gate reads one line from before doing
 	// anything else, then closes: its release, written once the backend
@@ -27,6 +28,10 @@ type Plan struct {
 	// Disk is a memory disk to mount first (nil: none). A gate with a
 	// disk runs in a user and mount namespace of its own (UserNS).
 	Disk *Disk `json:"disk,omitempty"`
+	// Net is the sandbox's network namespace, made with its limits in it
+	// (net.go); the command runs in it. nil: the gate's own. It needs
+	// the capabilities of root, or of a user namespace of the gate's own.
+	Net *Net `json:"net,omitempty"`
 	// UID and GID are the ids the gate takes, with no supplementary
 	// groups, before it becomes Command; 0: it keeps its own.
 	UID int `json:"uid,omitempty"`

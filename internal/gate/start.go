@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,8 +66,8 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	if (p.Disk != nil) != (ns != nil) {
-		return nil, errors.New("gate plan: a memory disk needs a user namespace of its own, and only a memory disk does")
+	if p.Disk != nil && ns == nil {
+		return nil, errors.New("gate plan: a memory disk needs a user namespace of its own")
 	}
 	cmd := exec.Command(exe, args...)
 	if ns != nil {
@@ -83,6 +84,49 @@ func Command(exe string, p Plan, ns *UserNS, env []string) (*exec.Cmd, error) {
 	cmd.Env = append(append([]string{}, env...), Env+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd, nil
+}
+
+// Run runs a gate for p (its WaitFD set here) with exe, ns and env as
+// Command takes them, maps its ids, releases it and waits for its command
+// to end, at most 30 seconds: a trial of what a sandbox's start would do
+// (sandbox-check, the backend's checks in New). It returns the output of
+// the gate and of its command.
+func Run(ctx context.Context, exe string, p Plan, ns *UserNS, env []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	release, released, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer release.Close()
+	defer released.Close()
+	p.WaitFD = 3
+	cmd, err := Command(exe, p, ns, env)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.ExtraFiles = []*os.File{release}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the gate %s: %w", exe, err)
+	}
+	release.Close()
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	if err := Map(ctx, cmd.Process.Pid, ns); err != nil {
+		released.Close()
+		_ = cmd.Wait()
+		return out.Bytes(), err
+	}
+	if _, err := released.Write([]byte("go\n")); err != nil {
+		_ = cmd.Wait()
+		return out.Bytes(), fmt.Errorf("release the gate: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return out.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
 }
 
 // LookPath finds an executable named name in the directories of path

@@ -124,9 +124,8 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		a = append(a, flag, l.source(src), dst)
 		return nil
 	}
-	if !b.opts.Network {
-		a = append(a, "--unshare-net")
-	}
+	// Without Network the gate has made the sandbox's network namespace
+	// (netns.go), and bubblewrap shares it: no --unshare-net.
 	for _, kv := range b.sandboxEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)

@@ -107,11 +107,12 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	// The gate (package gate) waits for its release, which comes once it
 	// is in the sandbox's cgroup (and its ids are mapped), then sets the
-	// rlimits, mounts a memory disk, takes the sandbox's ids and becomes
-	// bubblewrap: every sandbox process starts inside the limits.
-	plan := gate.Plan{WaitFD: releaseFD, Rlimits: b.opts.rlimits(), Disk: st.memory, Command: append([]string{b.bwrap}, bargs...)}
+	// rlimits, mounts a memory disk, makes the network namespace with its
+	// limits (netns.go), takes the sandbox's ids and becomes bubblewrap:
+	// every sandbox process starts inside the limits.
+	plan := gate.Plan{WaitFD: releaseFD, Rlimits: b.opts.rlimits(), Disk: st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
 	plan.UID, plan.GID = st.gateIDs()
-	cmd, err := gate.Command(b.server, plan, st.ns, gateEnv())
+	cmd, err := gate.Command(b.server, plan, gateNS(st.ns, plan), gateEnv())
 	if err != nil {
 		lifeW.Close()
 		return nil, fmt.Errorf("local backend: %w", err)
@@ -180,11 +181,7 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	// No command has run yet: only Open's caller can start one.
 	// As root or as the user who made the sandbox's namespaces.
-	conns := b.opts.Connections
-	if b.opts.Relax.Connections {
-		conns = 0
-	}
-	if err := nslimits.Set(ctx, s.meta.Server, b.opts.Network, conns); err != nil {
+	if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
 		s.cl.Close()
 		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}

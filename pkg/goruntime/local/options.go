@@ -99,7 +99,7 @@ type Options struct {
 	// own network (one per connection, whichever end is inside); a
 	// connect past it fails with ECONNREFUSED. Connections waiting to be
 	// accepted are charged to no cgroup, so without a cap one sandbox
-	// can fill the host's kernel memory with them (local/internal/nslimits). Not
+	// can fill the host's kernel memory with them (netns.go). Not
 	// applied with Network. Default DefaultConnections.
 	Connections int
 
@@ -181,7 +181,8 @@ type Relax struct {
 	// (fs.file-max) one sandbox could fill by itself (fileTableProblem).
 	FileTable bool
 	// Connections runs sandboxes without the cap on their TCP
-	// connections (Options.Connections), where iptables is missing.
+	// connections (Options.Connections), where the kernel lacks
+	// nftables' connlimit.
 	Connections bool
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 )
 
 // Protections: the layers a sandbox runs under besides its namespaces and
@@ -167,7 +166,7 @@ func (b *Backend) setupProtections() error {
 		}
 	}
 	if !o.Relax.Connections {
-		if p := connectionsProblem(context.Background(), o); p != nil {
+		if p := connectionsProblem(context.Background(), o, b.server); p != nil {
 			problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
@@ -258,26 +257,6 @@ func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) stri
 		}
 	}
 	return fmt.Sprintf("bubblewrap fails with this sandbox's protections (%v: %s)", err, out)
-}
-
-// connectionsProblem says why sandboxes' TCP connections cannot be capped
-// here (nslimits.NetworkProblem tries), or nil; nil too with Network,
-// where sandboxes use the host's network and the cap does not apply
-// (checkConnections says so).
-func connectionsProblem(ctx context.Context, o Options) *Protection {
-	p := &Protection{Name: ProtConnections, Status: StatusUnavailable, Required: true}
-	relax := " (or relax it: Options.Relax.Connections)"
-	switch {
-	case o.Network:
-		return nil
-	default:
-		detail, fix := nslimits.NetworkProblem(ctx, o.Connections)
-		if detail == "" {
-			return nil
-		}
-		p.Detail, p.Fix = detail, fix+relax
-	}
-	return p
 }
 
 // RelaxNames are the names ParseRelax accepts, in Relax's field order.

@@ -13,7 +13,6 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/seccomp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 )
 
@@ -81,7 +80,7 @@ func Check(ctx context.Context, opts Options) []Protection {
 	out = append(out, checkCgroups(ctx, o)...)
 	add(checkDisk(ctx, o, sb.Path))
 	add(checkFileTable(o, o.usesMemoryDisk()))
-	add(checkConnections(ctx, o))
+	add(checkConnections(ctx, o, sb.Path))
 
 	hu := Protection{Name: ProtHostUID, Required: root && !o.Relax.HostUID}
 	switch {
@@ -203,8 +202,8 @@ func checkFileTable(o Options, memoryDisk bool) Protection {
 
 // checkConnections reports whether sandboxes' TCP connections are capped
 // (connectionsProblem).
-func checkConnections(ctx context.Context, o Options) Protection {
-	switch p := connectionsProblem(ctx, o); {
+func checkConnections(ctx context.Context, o Options, gateExe string) Protection {
+	switch p := connectionsProblem(ctx, o, gateExe); {
 	case o.Network:
 		return Protection{Name: ProtConnections, Status: StatusNotApplicable,
 			Detail: "Options.Network: sandboxes use the host's network namespace, where neither the cap nor the listen queue is theirs to set"}
@@ -218,7 +217,7 @@ func checkConnections(ctx context.Context, o Options) Protection {
 			Detail: "Options.Relax.Connections: a sandbox may queue unaccepted connections the host pays for (listen queue 128 each)"}
 	}
 	return Protection{Name: ProtConnections, Status: StatusActive, Required: true,
-		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its network namespace; Options.Connections), %d queued per listener", o.Connections, nslimits.ListenQueue)}
+		Detail: fmt.Sprintf("at most %d TCP connections per sandbox and address family (netfilter connlimit in its own network namespace, set by its gate; Options.Connections), %d queued per listener", o.Connections, listenQueue)}
 }
 
 // checkDisk makes, mounts and removes a minimal sandbox disk: an ext4

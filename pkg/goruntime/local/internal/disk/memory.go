@@ -21,7 +21,6 @@ package disk
 // that is the right trade for a backend without root.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -198,40 +197,7 @@ var ErrNoGate = errors.New("no runtime server binary to run the sandbox's gate")
 // in ns and becomes command, and returns command's output (and the
 // gate's). It gives up after 30 seconds.
 func onMemoryDisk(ctx context.Context, exe string, env []string, g gate.Disk, ns *gate.UserNS, command ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	release, released, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer release.Close()
-	defer released.Close()
-	p := gate.Plan{WaitFD: 3, Disk: &g, Command: command}
+	p := gate.Plan{Disk: &g, Command: command}
 	p.UID, p.GID = ns.Takes()
-	cmd, err := gate.Command(exe, p, ns, env)
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.ExtraFiles = []*os.File{release}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the gate %s: %w", exe, err)
-	}
-	release.Close()
-	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
-	defer stop()
-	if err := gate.Map(ctx, cmd.Process.Pid, ns); err != nil {
-		released.Close()
-		_ = cmd.Wait()
-		return out.Bytes(), err
-	}
-	if _, err := released.Write([]byte("go\n")); err != nil {
-		_ = cmd.Wait()
-		return out.Bytes(), fmt.Errorf("release the gate: %w", err)
-	}
-	if err := cmd.Wait(); err != nil {
-		return out.Bytes(), fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
-	}
-	return out.Bytes(), nil
+	return gate.Run(ctx, exe, p, ns, env)
 }
