@@ -14,6 +14,15 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
+// TestMain makes this test binary a sandbox's gate when a check starts it
+// as one: with no sandbox-server beside it, the check's gate is the
+// program itself, as it is for bin/sandbox-check without one (main calls
+// local.ServeIfChild first).
+func TestMain(m *testing.M) {
+	local.ServeIfChild()
+	os.Exit(m.Run())
+}
+
 // TestCheckThisHost runs the check for real. As root this host runs the
 // local backend (the rest of the suite needs it), so every required
 // protection is active and the exit status is 0. As another user the exit

@@ -27,6 +27,10 @@ const (
 	ExitUsage = 2
 )
 
+// Prefix starts every line a gate that failed writes on stderr: output
+// without it came from something else (a binary that is not a gate).
+const Prefix = "sandbox gate: "
+
 // errReleaseLost is the wait ending without a release.
 var errReleaseLost = errors.New("released by nobody: the backend gave up on this start")
 
@@ -38,20 +42,20 @@ func Main(args, environ []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	plan := fs.String("plan", "", "the plan, as JSON (written by the local backend; see package gate)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *plan == "" {
-		fmt.Fprintln(stderr, "sandbox gate: started by the local backend only, with --plan JSON")
+		fmt.Fprintln(stderr, Prefix+"started by the local backend only, with --plan JSON")
 		return ExitUsage
 	}
 	var p Plan
 	if err := json.Unmarshal([]byte(*plan), &p); err != nil {
-		fmt.Fprintf(stderr, "sandbox gate: bad plan: %v\n", err)
+		fmt.Fprintf(stderr, "%sbad plan: %v\n", Prefix, err)
 		return ExitUsage
 	}
 	if err := p.validate(); err != nil {
-		fmt.Fprintf(stderr, "sandbox gate: %v\n", err)
+		fmt.Fprintf(stderr, "%s%v\n", Prefix, err)
 		return ExitUsage
 	}
 	err := run(p, environ)
-	fmt.Fprintf(stderr, "sandbox gate: %v\n", err)
+	fmt.Fprintf(stderr, "%s%v\n", Prefix, err)
 	if errors.Is(err, errReleaseLost) {
 		return ExitReleaseLost
 	}

@@ -352,9 +352,11 @@ func TestUnavailableNamesTheFix(t *testing.T) {
 	}
 }
 
-// TestServerThatDoesNotServe: a server binary that is not ours ends as the
-// gate, before its release, or before it answers; whichever step sees it
-// first, Open says the sandbox ended before its server answered.
+// TestServerThatDoesNotServe: a server binary that is not ours is refused
+// by New, which has the gate make a network namespace first, naming the
+// binary; with that check relaxed it ends as the gate, before its
+// release, or before it answers, and whichever step sees it first, Open
+// says the sandbox ended before its server answered.
 func TestServerThatDoesNotServe(t *testing.T) {
 	opts := testOptions()
 	// /bin/true, with the real process API companion next to it.
@@ -367,8 +369,13 @@ func TestServerThatDoesNotServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.StartTimeout = 5 * time.Second
+	_, err := local.New(opts)
+	if !errors.Is(err, goruntime.ErrUnavailable) || !strings.Contains(err.Error(), "/true did not run as the sandbox's gate") {
+		t.Errorf("New with /bin/true as server: %v, want it refused, naming the binary", err)
+	}
+	opts.Relax.Connections = true
 	b := newBackend(t, opts)
-	_, err := b.Open(context.Background())
+	_, err = b.Open(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "before its runtime server answered") {
 		t.Errorf("Open with /bin/true as server: %v", err)
 	}

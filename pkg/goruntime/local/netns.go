@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 )
 
@@ -61,11 +64,19 @@ func connectionsProblem(ctx context.Context, o Options, gateExe string) *Protect
 		p.Detail, p.Fix = "no runtime server binary to run the sandbox's gate, which makes its network namespace", serverBinaryFix
 		return p
 	}
-	plan := gate.Plan{Net: &gate.Net{ListenQueue: listenQueue, Connections: o.Connections}, Command: []string{"/bin/true"}}
-	if _, err := gate.Run(ctx, gateExe, plan, gateNS(nil, plan), gateEnv()); err != nil {
+	// The command shows the queue the gate set: a binary that is not a
+	// gate may end without a word, or run nothing.
+	plan := gate.Plan{Net: &gate.Net{ListenQueue: listenQueue, Connections: o.Connections}, Command: []string{"/bin/cat", "/proc/sys/net/core/somaxconn"}}
+	out, err := gate.Run(ctx, gateExe, plan, gateNS(nil, plan), gateEnv())
+	switch {
+	case err == nil && strings.TrimSpace(string(out)) == strconv.Itoa(listenQueue):
+		return nil
+	case !strings.Contains(string(out), gate.Prefix):
+		p.Detail = fmt.Sprintf("%s did not run as the sandbox's gate, which makes its network namespace (%v; output %q)", gateExe, err, clip.String(string(out), 300))
+		p.Fix = serverBinaryFix
+	default:
 		p.Detail = fmt.Sprintf("cap TCP connections at %d and the listen queue at %d in a network namespace of its own (the gate, nftables): %v", o.Connections, listenQueue, err)
 		p.Fix = "a kernel with nftables, conntrack and its connlimit (CONFIG_NF_TABLES_INET, CONFIG_NFT_CT, CONFIG_NFT_CONNLIMIT, CONFIG_NFT_REJECT_INET) (or relax it: Options.Relax.Connections)"
-		return p
 	}
-	return nil
+	return p
 }
