@@ -26,10 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,6 +191,10 @@ func copySparse(src, dst string) (err error) {
 	return nil
 }
 
+// loopAttachWait bounds how long mountImage keeps asking for a free loop
+// device while other opens take the ones it was named.
+const loopAttachWait = 30 * time.Second
+
 // mountImage attaches image to a free loop device (autoclear: the kernel
 // frees it once the last mount of its file system goes) and mounts it at
 // dir with nosuid, nodev, discard and noinit_itable.
@@ -206,6 +212,12 @@ func mountImage(image, dir string) error {
 	cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
 	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
 	copy(cfg.Info.File_name[:], image)
+	// LOOP_CTL_GET_FREE names the lowest free device to every caller
+	// until one of them configures it: with hundreds of sandboxes opening
+	// at once (an MCP server under load), the others find it taken
+	// (EBUSY) and ask again, each after a short random wait so that they
+	// do not collide again in step; the wait is bounded, not the count.
+	giveUp := time.Now().Add(loopAttachWait)
 	for attempt := 0; ; attempt++ {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
@@ -217,8 +229,9 @@ func mountImage(image, dir string) error {
 			return noLoopDevice(dev + ": " + err.Error())
 		}
 		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
-		if errors.Is(err, unix.EBUSY) && attempt < 10 {
-			lf.Close() // another process took it first
+		if errors.Is(err, unix.EBUSY) && time.Now().Before(giveUp) {
+			lf.Close() // another open took it first
+			time.Sleep(time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond))))
 			continue
 		}
 		if err != nil {
