@@ -58,8 +58,14 @@ func (r *runner) mcpLoadSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
+	keepLog := false // a failed run keeps the server's log for its error to name
+	defer func() {
+		if !keepLog {
+			os.RemoveAll(logDir)
+		}
+	}()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	begun := time.Now()
 	srv, err := startServer(ctx, "mcp-server", logDir, "http://127.0.0.1:"+strconv.Itoa(mport)+"/healthz", nil, r.bins["mcp-server"],
 		"--http="+addr, "--metrics-addr=127.0.0.1:"+strconv.Itoa(mport), "--state-dir="+stateDir, "--log-level=warn",
 		"--max-sandboxes="+strconv.Itoa(n), "--max-connections="+strconv.Itoa(3*n+16))
@@ -99,9 +105,13 @@ func (r *runner) mcpLoadSection(ctx context.Context) error {
 	wg.Wait()
 	took := time.Since(start)
 	// Every session's sandbox is live now: record them (and the pool's)
-	// for the leak check.
+	// for the leak check; not what an earlier process left (a killed
+	// server's half-made sandbox waits for a later prune).
 	if entries, err := os.ReadDir(stateDir + "/sandboxes"); err == nil {
 		for _, e := range entries {
+			if info, err := e.Info(); err != nil || info.ModTime().Before(begun) {
+				continue
+			}
 			if rec, err := hostleaks.Record(stateDir + "/sandboxes/" + e.Name()); err == nil {
 				recs = append(recs, rec)
 			}
@@ -132,7 +142,8 @@ func (r *runner) mcpLoadSection(ctx context.Context) error {
 		}
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("after mcp-server exited, the host still holds %d things of its sandboxes: %s", len(left), strings.Join(left[:min(len(left), 10)], "; "))
+		keepLog = true
+		return fmt.Errorf("after mcp-server exited, the host still holds %d things of its sandboxes: %s (server log %s)", len(left), strings.Join(left[:min(len(left), 10)], "; "), srv.log)
 	}
 	r.add(Row{Section: "mcp-load", Figure: fmt.Sprintf("%d MCP sessions at once over HTTP, each run_go_code (new code) + list_files: all ok, wall time", n),
 		Ours: seconds(took), Ratio: math.NaN()})

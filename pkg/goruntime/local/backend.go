@@ -46,6 +46,9 @@ type Backend struct {
 	refillingDisks atomic.Bool // a spare-disk filler runs
 
 	bg   *background // work that outlives its caller; Close ends it (background.go)
+	// starts holds a slot per sandbox start under way (open.go,
+	// startSlots): Opens beyond them wait their turn.
+	starts chan struct{}
 	pool *warmPool   // sandboxes started ahead for Open (pool.go)
 
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
@@ -85,7 +88,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	b := &Backend{opts: o, bg: newBackground()}
+	b := &Backend{opts: o, bg: newBackground(), starts: make(chan struct{}, startSlots())}
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
@@ -19,6 +20,13 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
+// startSlots is how many sandboxes start at once; more Opens wait their
+// turn before starting, so that StartTimeout bounds a start, not its
+// queue: 200 MCP sessions opening at once on 2 CPUs, each start beside
+// the others and the first builds of those already open, left some
+// servers past 15 s.
+func startSlots() int { return 2*runtime.NumCPU() + 2 }
+
 // open starts a sandbox. A pooled one (for the warm pool) starts at the
 // lowest CPU weight; claiming it gives it the full weight. idleExit, when
 // positive, is its runtime server's --idle-exit (a handle's sandbox).
@@ -26,6 +34,12 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	seed, err := b.seed(ctx)
 	if err != nil {
 		return nil, err
+	}
+	select {
+	case b.starts <- struct{}{}:
+		defer func() { <-b.starts }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("local backend: waiting for one of the %d sandbox starts under way to end: %w", cap(b.starts), ctx.Err())
 	}
 	if err := checkTasks(b.taskLimit); err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)

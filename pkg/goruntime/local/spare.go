@@ -157,9 +157,11 @@ func (b *Backend) prune(ctx context.Context) {
 	}
 	disk.PruneOrphans(diskMounts)
 	cgroups.PruneLeftovers(b.sandboxes)
-	hostuid.PruneLeases(hostUIDDir)
 	live := map[string]bool{}
-	defer func() { b.pruneDisks(live) }()
+	// After the sandboxes below: a half-made one removed there (its
+	// opener died before it wrote its state file) leaves a lease whose
+	// directory is gone, freed here in the same prune.
+	defer func() { hostuid.PruneLeases(hostUIDDir); b.pruneDisks(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
 	if err != nil {
 		return
