@@ -45,11 +45,11 @@ type Backend struct {
 	refilling      atomic.Bool // a spare-cache filler runs
 	refillingDisks atomic.Bool // a spare-disk filler runs
 
-	bg   *background // work that outlives its caller; Close ends it (background.go)
+	bg *background // work that outlives its caller; Close ends it (background.go)
 	// starts holds a slot per sandbox start under way (open.go,
 	// startSlots): Opens beyond them wait their turn.
 	starts chan struct{}
-	pool *warmPool   // sandboxes started ahead for Open (pool.go)
+	pool   *warmPool // sandboxes started ahead for Open (pool.go)
 
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
 
