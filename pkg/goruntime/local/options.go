@@ -123,7 +123,9 @@ type Options struct {
 	WarmPool int
 
 	// StartTimeout bounds how long Open waits for the runtime server to
-	// answer. Default 15 s.
+	// answer. Default 15 s. At most 2 x CPUs + 2 sandboxes start at once;
+	// an Open past them waits its turn first (bounded by its context,
+	// not by StartTimeout).
 	StartTimeout time.Duration
 
 	// DiskBytes caps the bytes a sandbox's writable storage holds: /app,
