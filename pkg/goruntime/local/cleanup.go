@@ -165,6 +165,7 @@ func Cleanup(ctx context.Context, opts CleanupOptions) (CleanupReport, error) {
 		rep.Loops++
 	}
 	disk.PruneOrphans(diskMounts)
+	disk.PruneTemplateBuilds(images)
 	cgroups.PruneLeftovers(sandboxes)
 
 	for _, d := range []string{filepath.Join(images, "spare"), sd.spareRoot(), sd.trash(), sd.modProxyWork()} {

@@ -156,6 +156,7 @@ func (b *Backend) prune(ctx context.Context) {
 		}
 	}
 	disk.PruneOrphans(diskMounts)
+	disk.PruneTemplateBuilds(stateDir(b.opts.StateDir).disks())
 	cgroups.PruneLeftovers(b.sandboxes)
 	live := map[string]bool{}
 	// After the sandboxes below: a half-made one removed there (its

@@ -248,3 +248,36 @@ func mountImage(image, dir string) error {
 		return nil
 	}
 }
+
+// PruneTemplateBuilds removes what a template build killed midway left in
+// images: its directory (template-*, beside the finished templates'
+// images), with the file system it was laying out maybe still mounted
+// there. It does so only while no build holds a template's lock, so a
+// build under way in another process is left alone.
+func PruneTemplateBuilds(images string) {
+	dirs, _ := filepath.Glob(filepath.Join(images, "template-*"))
+	var builds []string
+	for _, d := range dirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			builds = append(builds, d)
+		}
+	}
+	if len(builds) == 0 {
+		return
+	}
+	locks, _ := filepath.Glob(filepath.Join(images, "template-*.img.lock"))
+	for _, l := range locks {
+		f, err := os.OpenFile(l, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			return // a build runs: its directory is among them
+		}
+	}
+	for _, d := range builds {
+		_ = unix.Unmount(filepath.Join(d, "mnt"), unix.MNT_DETACH)
+		_ = os.RemoveAll(d)
+	}
+}

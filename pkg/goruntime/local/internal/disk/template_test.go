@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestDisksFromTemplate makes two disks of one kind as root: both come
@@ -135,5 +137,49 @@ func TestDisksAtOnce(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("%d of %d disks made at once failed", failed, n)
+	}
+}
+
+// TestPruneTemplateBuilds: a template build killed midway (its directory,
+// its file system still mounted) is unmounted and removed, but not while
+// a build holds a template's lock, and a finished template stays.
+func TestPruneTemplateBuilds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a leftover needs root")
+	}
+	images := t.TempDir()
+	build := filepath.Join(images, "template-123")
+	mnt := filepath.Join(build, "mnt")
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	done := filepath.Join(images, "template-abc.img")
+	for _, f := range []string{done, done + ".lock"} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := os.OpenFile(done+".lock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	PruneTemplateBuilds(images) // a build holds a lock: nothing goes
+	if !isMountPoint(mnt) {
+		t.Fatal("a build directory was unmounted while a template's lock was held")
+	}
+	lock.Close()
+	PruneTemplateBuilds(images)
+	if _, err := os.Stat(build); !os.IsNotExist(err) {
+		t.Errorf("the killed build's directory is still there: %v (mounted: %v)", err, isMountPoint(mnt))
+	}
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("the finished template went too: %v", err)
 	}
 }
