@@ -12,17 +12,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestDisksFromTemplate makes two disks of one kind as root: both come
-// from one template image (made once), stay sparse, are mounted with the
-// layout, the seed's overlay and the options Make promises, hold what is
-// written to each apart, and are freed, loop devices included, by Remove.
-func TestDisksFromTemplate(t *testing.T) {
+// requireDiskImages skips t where this host cannot make disk images.
+func requireDiskImages(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("making a disk image needs root")
 	}
 	if detail, fix := HostProblem(); detail != "" {
 		t.Skipf("%s: %s", detail, fix)
 	}
+}
+
+// TestDisksFromTemplate makes two disks of one kind as root: both come
+// from one template image (made once), stay sparse, are mounted with the
+// layout, the seed's overlay and the options Make promises, hold what is
+// written to each apart, and are freed, loop devices included, by Remove.
+func TestDisksFromTemplate(t *testing.T) {
+	requireDiskImages(t)
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "seed")
 	if err := os.MkdirAll(filepath.Join(seed, "00"), 0o755); err != nil {
@@ -97,12 +103,7 @@ func TestDisksFromTemplate(t *testing.T) {
 // all of them until one takes it (before, 10 tries each: 68 of 200
 // sessions failed with "attach ... device or resource busy").
 func TestDisksAtOnce(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making a disk image needs root")
-	}
-	if detail, fix := HostProblem(); detail != "" {
-		t.Skipf("%s: %s", detail, fix)
-	}
+	requireDiskImages(t)
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "seed")
 	if err := os.MkdirAll(seed, 0o755); err != nil {
