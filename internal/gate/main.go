@@ -77,15 +77,20 @@ func run(p Plan, environ []string) error {
 			return fmt.Errorf("set the sandbox's %s limit to %d: %w", l.Name, l.Value, err)
 		}
 	}
+	// The namespaces made below are this thread's, and the exec at the
+	// end, on the same thread, keeps them: the goroutine stays on it.
+	runtime.LockOSThread()
+	if p.Mounts != nil {
+		if err := makeMounts(*p.Mounts); err != nil {
+			return err
+		}
+	}
 	if p.Disk != nil {
 		if err := mountDisk(*p.Disk); err != nil {
 			return err
 		}
 	}
 	if p.Net != nil {
-		// The namespace is this thread's, and the exec below, on the
-		// same thread, keeps it: the goroutine stays on it to the end.
-		runtime.LockOSThread()
 		if err := makeNet(*p.Net); err != nil {
 			return err
 		}

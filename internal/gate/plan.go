@@ -15,8 +15,8 @@ const Env = "GORUNTIME_SANDBOX_GATE"
 func Requested(getenv func(string) string) bool { return getenv(Env) == "1" }
 
 // Plan is what a gate does, in this order: wait for its release, set the
-// rlimits, mount the disk, make the network namespace, take the ids,
-// become the command.
+// rlimits, make the mount namespace, mount the disk, make the network
+// namespace, take the ids, become the command.
 type Plan struct {
 	// WaitFD is a descriptor the gate reads one line from before doing
 	// anything else, then closes: its release, written once the backend
@@ -25,6 +25,10 @@ type Plan struct {
 	// Rlimits are set, soft and hard alike, so that no process of the
 	// sandbox can raise them.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// Mounts is the mount namespace of a sandbox whose disk the backend
+	// mounted on the host (mounts.go; nil: the gate's own). It needs
+	// root's capabilities.
+	Mounts *Mounts `json:"mounts,omitempty"`
 	// Disk is a memory disk to mount first (nil: none). A gate with a
 	// disk runs in a user and mount namespace of its own (UserNS).
 	Disk *Disk `json:"disk,omitempty"`
@@ -114,6 +118,14 @@ func (p Plan) validate() error {
 	}
 	if p.UID < 0 || p.GID < 0 || (p.UID == 0) != (p.GID == 0) {
 		return fmt.Errorf("gate plan: ids %d:%d: both or neither must be set", p.UID, p.GID)
+	}
+	if p.Mounts != nil {
+		if p.Disk != nil {
+			return fmt.Errorf("gate plan: a memory disk's gate has a mount namespace of its own already")
+		}
+		if err := p.Mounts.validate(); err != nil {
+			return err
+		}
 	}
 	d := p.Disk
 	if d == nil {

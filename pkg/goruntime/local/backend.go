@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,25 +309,29 @@ func (b *Backend) List() ([]string, error) {
 	return ids, nil
 }
 
-// tail returns the last n bytes of a file, for error messages.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	// Only the end is read: the sandbox's commands decide how long the
-	// server's log is.
-	if fi, err := f.Stat(); err == nil && fi.Size() > int64(n)+1 {
-		_, _ = f.Seek(fi.Size()-int64(n)-1, io.SeekStart)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(n)+1))
-	if err != nil {
-		return ""
-	}
-	data = bytes.TrimSpace(data)
+// tail returns at most the last n bytes of the log f, trimmed ("" when f
+// is nil): only the end is read, since the sandbox's commands decide how
+// long the server's log is.
+func tail(f *os.File, n int) string {
+	data := bytes.TrimSpace(readEnd(f, int64(n)+1))
 	if len(data) > n {
 		data = append([]byte("…"), data[len(data)-n:]...)
 	}
 	return string(data)
+}
+
+// readEnd reads at most the last n bytes of f (nil: none), leaving its
+// offset alone.
+func readEnd(f *os.File, n int64) []byte {
+	if f == nil {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(fi.Size()-n, 0)
+	data := make([]byte, fi.Size()-off)
+	m, _ := f.ReadAt(data, off)
+	return data[:m]
 }

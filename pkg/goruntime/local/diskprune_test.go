@@ -2,7 +2,7 @@ package local_test
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -92,15 +92,9 @@ func TestLiveDiskNotPruned(t *testing.T) {
 	b := newBackend(t, opts)
 	s := openSession(t, b)
 	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "keep.txt", Data: []byte("kept")}}, Command: "true"})
-	data, err := os.ReadFile(filepath.Join(b.StateDir(), "sandboxes", s.ID(), "sandbox.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Disk struct{ Image, Dir string } `json:"disk"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil || m.Disk.Image == "" {
-		t.Fatalf("sandbox.json names no disk: %s (%v)", data, err)
+	m := readMeta(t, s.Sandbox().(*local.Sandbox))
+	if m.Disk == nil || m.PID == 0 {
+		t.Fatalf("sandbox.json names no disk: %+v", m)
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	if err := os.Chtimes(m.Disk.Image, old, old); err != nil {
@@ -110,8 +104,9 @@ func TestLiveDiskNotPruned(t *testing.T) {
 	if _, err := os.Stat(m.Disk.Image); err != nil {
 		t.Fatalf("a live sandbox's disk image was pruned: %v", err)
 	}
-	if !mounted(m.Disk.Dir) {
-		t.Fatalf("a live sandbox's disk was unmounted from %s", m.Disk.Dir)
+	// Mounted in the sandbox's own mount namespace (TestDiskLeavesHost).
+	if seen := fmt.Sprintf("/proc/%d/root%s", m.PID, m.Disk.Dir); !mounted(seen) {
+		t.Fatalf("a live sandbox's disk was unmounted from %s", seen)
 	}
 	b2 := newBackend(t, opts)
 	s2, err := goruntime.Attach(context.Background(), b2, s.ID(), goruntime.Options{})

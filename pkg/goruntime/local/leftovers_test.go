@@ -21,10 +21,16 @@ import (
 
 // sandboxMeta is the part of a sandbox's sandbox.json these tests read.
 type sandboxMeta struct {
+	PID     int `json:"pid"`
 	HostUID int `json:"host_uid"`
 	Cgroup  struct {
 		Memory, Pids, CPU string
 	} `json:"cgroup"`
+	Disk *struct {
+		Image    string `json:"image"`
+		Dir      string `json:"dir"`
+		LeftHost bool   `json:"left_host"`
+	} `json:"disk"`
 }
 
 // openRaw opens a sandbox of b, closed when the test ends, and reads its
@@ -37,6 +43,12 @@ func openRaw(t *testing.T, b *local.Backend) (*local.Sandbox, sandboxMeta) {
 	}
 	t.Cleanup(func() { _ = sb.Close(context.Background()) })
 	s := sb.(*local.Sandbox)
+	return s, readMeta(t, s)
+}
+
+// readMeta reads s's sandbox.json.
+func readMeta(t *testing.T, s *local.Sandbox) sandboxMeta {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(s.Dir(), "sandbox.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +57,7 @@ func openRaw(t *testing.T, b *local.Backend) (*local.Sandbox, sandboxMeta) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	return s, m
+	return m
 }
 
 func randomID(t *testing.T) string {

@@ -4,7 +4,7 @@ package local
 // that is not root. The sandbox's gate mounts a tmpfs of Options.DiskBytes
 // and Options.DiskInodes in a user and mount namespace of its own and
 // only then becomes bubblewrap; this process reaches the disk through
-// /proc/<bubblewrap's pid>/root (layout.view).
+// /proc/<bubblewrap's pid>/root (layout.view, seeDisk).
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
@@ -75,18 +74,6 @@ func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (d
 		return d, nil, nil, err
 	}
 	return d, &g, ns, nil
-}
-
-// seeMemoryDisk points l at the memory disk of the sandbox whose
-// bubblewrap runs as pid, and (for host-side callers of Dir) links the
-// sandbox directory's app, home, tmp and run to it.
-func seeMemoryDisk(l *layout, pid int) {
-	l.view = "/proc/" + strconv.Itoa(pid) + "/root"
-	for _, name := range []string{"app", "home", "tmp", "run"} {
-		link := filepath.Join(l.dir, name)
-		_ = os.Remove(link)
-		_ = os.Symlink(l.view+filepath.Join(l.disk, name), link)
-	}
 }
 
 // memoryDiskProblem says why memory disks cannot be had here, or "",

@@ -94,6 +94,17 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 		return nil, fmt.Errorf("create server log: %w", err)
 	}
 	defer logf.Close()
+	// Read through a descriptor of its own: on a disk that leaves the
+	// host the path does too, and a dead sandbox's log with it.
+	logr, err := os.Open(l.log())
+	if err != nil {
+		return nil, fmt.Errorf("open server log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			logr.Close()
+		}
+	}()
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -126,6 +137,11 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	// every sandbox process starts inside the limits.
 	plan := gate.Plan{WaitFD: releaseFD, Rlimits: b.opts.rlimits(), Disk: st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
 	plan.UID, plan.GID = st.gateIDs()
+	if st.disk != nil && st.memory == nil {
+		// The disk goes with the sandbox into a mount namespace of its
+		// own, without the other sandboxes' (internal/gate/mounts.go).
+		plan.Mounts = &gate.Mounts{Keep: st.disk.Dir, Drop: []string{diskMounts, b.disksDir()}}
+	}
 	cmd, err := gate.Command(b.server, plan, gateNS(st.ns, plan), gateEnv())
 	if err != nil {
 		lifeW.Close()
@@ -156,16 +172,18 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	go func() { mapped <- gate.Map(ctx, pid, st.ns) }()
 	addErr := cg.Add(pid)
 	if err := cmp.Or(<-mapped, addErr); err != nil {
-		return fail(cmp.Or(b.gateEnded(cmd, exited, l), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)))
+		return fail(cmp.Or(b.gateEnded(cmd, exited, logr), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)))
 	}
 	if _, err := gateW.Write([]byte("go\n")); err != nil {
-		return fail(cmp.Or(b.gateEnded(cmd, exited, l), fmt.Errorf("release bubblewrap: %w", err)))
+		return fail(cmp.Or(b.gateEnded(cmd, exited, logr), fmt.Errorf("release bubblewrap: %w", err)))
 	}
-	if l.memory {
-		seeMemoryDisk(&l, pid)
+	if st.disk != nil {
+		// From here on this process reaches the disk as the sandbox
+		// sees it: through bubblewrap's root, once it runs.
+		seeDisk(&l, pid)
 	}
 
-	s := &Sandbox{b: b, l: l, cl: l.client(serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited}
+	s := &Sandbox{b: b, l: l, cl: l.client(serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited, log: logr}
 	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
@@ -179,6 +197,13 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	if l.memory {
 		if err := b.serveModules(id, l, st.uid); err != nil {
+			s.cl.Close()
+			return fail(fmt.Errorf("local backend: %w", err))
+		}
+	} else if st.disk != nil {
+		// The server answers, so its gate has made the sandbox's mount
+		// namespace, with the disk in it: the host lets go of its own.
+		if err := st.disk.LeaveHost(); err != nil {
 			s.cl.Close()
 			return fail(fmt.Errorf("local backend: %w", err))
 		}
@@ -225,14 +250,14 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 		}
 		select {
 		case <-exited:
-			return s.b.exitedEarly(s.l, "")
+			return s.b.exitedEarly(s.log, "")
 		case <-ctx.Done():
 			hint := ""
 			if s.b.childMode {
 				hint = " (is local.ServeIfChild() the first call in main?)"
 			}
 			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
-				timeout, hint, tail(s.l.log(), 1500), ctx.Err())
+				timeout, hint, tail(s.log, 1500), ctx.Err())
 		case <-time.After(delay):
 		}
 		if delay < 10*time.Millisecond {
@@ -242,14 +267,15 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 }
 
 // exitedEarly is the error for a sandbox whose processes ended before its
-// runtime server answered; why (if any) says which step saw it.
-func (b *Backend) exitedEarly(l layout, why string) error {
+// runtime server answered, with the end of its log; why (if any) says
+// which step saw it.
+func (b *Backend) exitedEarly(log *os.File, why string) error {
 	hint := ""
 	if b.childMode {
 		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.server)
 	}
 	return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s%s; log: %s: %w",
-		why, hint, tail(l.log(), 1500), goruntime.ErrUnavailable)
+		why, hint, tail(log, 1500), goruntime.ErrUnavailable)
 }
 
 // gateEnded reports, after a step of the start failed, whether the reason
@@ -257,13 +283,13 @@ func (b *Backend) exitedEarly(l layout, why string) error {
 // and waits for its release, so one that is not a sandbox-server binary
 // (or one that crashed) ends before the cgroup or the id mapping can take
 // it. It returns nil while the gate still runs.
-func (b *Backend) gateEnded(cmd *exec.Cmd, exited <-chan struct{}, l layout) error {
+func (b *Backend) gateEnded(cmd *exec.Cmd, exited <-chan struct{}, log *os.File) error {
 	select {
 	case <-exited:
 	case <-time.After(500 * time.Millisecond): // one that is gone is reaped at once (waitCmd)
 		return nil
 	}
-	return b.exitedEarly(l, fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", b.server, cmd.ProcessState))
+	return b.exitedEarly(log, fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", b.server, cmd.ProcessState))
 }
 
 func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
@@ -284,9 +310,9 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	if m.Disk != nil {
 		l.disk = m.Disk.Dir
-		if m.Disk.Memory {
-			l.memory, l.ownIDs = true, m.Disk.OwnIDs
-			seeMemoryDisk(&l, m.PID)
+		l.memory, l.ownIDs = m.Disk.Memory, m.Disk.OwnIDs
+		if m.Disk.InSandboxNS() {
+			seeDisk(&l, m.PID)
 		}
 	}
 	if m.Server == 0 {
@@ -296,6 +322,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 		}
 	}
 	s := &Sandbox{b: b, l: l, meta: m, cl: l.client(serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
+	s.log, _ = os.Open(l.log()) // nil if it is gone: exitedWhy then has no last words to read
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.cl.Ready(rctx); err != nil {

@@ -34,8 +34,9 @@ type layout struct {
 	// stay under dir, on the host.
 	memory bool
 	// view is the prefix through which this process reaches the disk's
-	// paths: /proc/<bubblewrap's pid>/root for a memory disk once the
-	// sandbox runs, else "".
+	// paths: /proc/<bubblewrap's pid>/root for a disk whose mounts are in
+	// the sandbox's mount namespace only (a memory disk, another once it
+	// left the host; seeDisk), else "".
 	view string
 	// ownIDs: the sandbox runs as subordinate ids of its own on a memory
 	// disk (subids.go); staged maps the host paths bubblewrap binds that
@@ -96,11 +97,12 @@ func (l layout) gocache() string { return filepath.Join(l.home(), ".cache", "go-
 // log stays under dir, held to --log-max-bytes by the server and, should
 // a command take the server over, to Options.FileSizeBytes by the
 // RLIMIT_FSIZE every sandbox process has. Not bound into the sandbox.
-// Dir()/log reaches it either way (storage.go).
+// Dir()/log reaches it either way (storage.go). Once a disk has left the
+// host, this process reaches its log through view.
 func (l layout) logDir() string {
 	if l.memory {
 		return filepath.Join(l.dir, "log")
 	}
-	return filepath.Join(l.data(), "log")
+	return l.view + filepath.Join(l.data(), "log")
 }
 func (l layout) log() string { return filepath.Join(l.logDir(), "server.log") }

@@ -42,6 +42,9 @@ type Sandbox struct {
 	gone     error    // set once the sandbox was found dead; wraps ErrSandboxGone
 	lifeline *os.File // write end of the lifeline pipe; nil after Attach
 	exited   chan struct{}
+	// log is the server's log, open for reading (nil: it could not be
+	// opened): it outlives a disk that leaves the host with its sandbox.
+	log *os.File
 
 	proc processConn // gRPC connection for ExecStream
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -75,8 +76,9 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 		st.disk = &d
 		l.disk = d.Dir
-		// Dir()/app and friends keep working for host-side callers.
-		for _, name := range []string{"app", "home", "tmp", "run", "log"} {
+		// Dir()/app and friends keep working for host-side callers
+		// (seeDisk points them at the disk once it left the host).
+		for _, name := range l.diskLinks() {
 			if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
 				return st, err
 			}
@@ -149,4 +151,27 @@ func (st storage) release(dir string) error {
 		hostuid.Release(st.leases, st.uid, dir)
 	}
 	return errors.Join(errs...)
+}
+
+// diskLinks are the names in a sandbox directory that link to its disk,
+// for host-side callers of Sandbox.Dir: a memory disk's log stays on the
+// host (layout.logDir).
+func (l layout) diskLinks() []string {
+	if l.memory {
+		return []string{"app", "home", "tmp", "run"}
+	}
+	return []string{"app", "home", "tmp", "run", "log"}
+}
+
+// seeDisk points l at the disk of the sandbox whose bubblewrap runs as
+// pid, whose mounts are in that process's mount namespace (a memory
+// disk's always, another's once it leaves the host: disk.LeaveHost),
+// and links the sandbox directory's diskLinks there.
+func seeDisk(l *layout, pid int) {
+	l.view = "/proc/" + strconv.Itoa(pid) + "/root"
+	for _, name := range l.diskLinks() {
+		link := filepath.Join(l.dir, name)
+		_ = os.Remove(link)
+		_ = os.Symlink(l.view+filepath.Join(l.disk, name), link)
+	}
 }

@@ -42,6 +42,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	} else if procfs.Alive(s.meta.PID, s.meta.StartTime) {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
+	s.closeLog() // it holds the disk's file system
 	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.uidLeases()}).release(s.l.dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -68,6 +69,7 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 	}
 	s.cl.Close()
 	s.proc.close()
+	s.closeLog()
 	if s.lifeline != nil {
 		_, err := s.lifeline.Write([]byte("detach\n"))
 		s.lifeline.Close()
@@ -76,4 +78,12 @@ func (s *Sandbox) Disconnect(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// closeLog closes the descriptor of the server's log this process holds.
+func (s *Sandbox) closeLog() {
+	if s.log != nil {
+		s.log.Close()
+		s.log = nil
+	}
 }

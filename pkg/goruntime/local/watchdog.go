@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -193,28 +192,22 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 // "runtime: failed to create new OS thread ...; fatal error: newosproc"),
 // else the usual suspects.
 func (s *Sandbox) exitedWhy() string {
-	if last := runtimeFatal(s.l.log()); last != "" {
+	s.mu.Lock()
+	log := s.log
+	s.mu.Unlock()
+	if last := runtimeFatal(log); last != "" {
 		return "the runtime server exited: " + last
 	}
 	return "the runtime server exited (killed by a command, or by the OOM killer)"
 }
 
 // runtimeFatal returns the lines of a Go runtime abort at the end of the
-// server log at path (at most three of "fatal error: ...", "panic: ...",
+// server log f (at most three of "fatal error: ...", "panic: ...",
 // "runtime/cgo: ...", "runtime: failed ...", "runtime: may need ..."),
-// joined with "; ", or "" when there are none. It reads at most the last
-// MiB.
-func runtimeFatal(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const tail = 1 << 20 // a goroutine dump follows the abort lines
-	if fi, err := f.Stat(); err == nil && fi.Size() > tail {
-		_, _ = f.Seek(fi.Size()-tail, io.SeekStart)
-	}
-	data, _ := io.ReadAll(io.LimitReader(f, tail))
+// joined with "; ", or "" when there are none (or f is nil). It reads at
+// most the last MiB: a goroutine dump follows the abort lines.
+func runtimeFatal(f *os.File) string {
+	data := readEnd(f, 1<<20)
 	var lines []string
 	for line := range strings.Lines(string(data)) {
 		line = strings.TrimSpace(line)

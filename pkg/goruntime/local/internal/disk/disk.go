@@ -21,9 +21,18 @@
 // inside the image. What a sandbox builds lands in its image and counts
 // against its quota; the seed is shared and never written.
 //
-// The mounts live in the host's mount namespace, so they persist across
-// Disconnect and Attach from any process; the sandbox's Close (or New's
-// prune of a dead sandbox) unmounts them and deletes the image (Remove).
+// Make mounts a disk in the host's mount namespace, where the backend
+// lays it out and hands it over (Claim). Once its sandbox runs, the disk
+// leaves the host (LeaveHost): its mounts are then only in the sandbox's
+// own mount namespace, which its gate copied from the host's (package
+// gate, mounts.go), and they go with the sandbox's last process, when
+// the kernel frees the loop device too (autoclear). So the host's
+// namespace holds the spare disks and the ones being started, not two
+// mounts per live sandbox, which every new mount namespace would copy.
+// The disk persists across Disconnect and Attach from any process, which
+// reach it through /proc/<pid>/root (Through); the sandbox's Close (or
+// New's prune of a dead sandbox) deletes the image and the mount point
+// (Remove).
 // A new disk is a copy of a template image made once per kind
 // (template.go): a few milliseconds, where mkfs.ext4 and mount(8) cost
 // 0.1-0.7 s; the backend still keeps spare disks ready (its spare pool,
@@ -56,6 +65,25 @@ type Disk struct {
 	// OwnIDs: a memory disk whose sandbox runs as host ids of its own
 	// (Identity): its HostDir holds the host's sockets for it.
 	OwnIDs bool `json:"own_ids,omitempty"`
+	// LeftHost: the disk was unmounted from the host's mount namespace
+	// once its sandbox's held it (LeaveHost).
+	LeftHost bool `json:"left_host,omitempty"`
+}
+
+// InSandboxNS reports whether d is mounted only in its sandbox's mount
+// namespace: a memory disk always, another once it left the host.
+func (d Disk) InSandboxNS() bool { return d.Memory || d.LeftHost }
+
+// LeaveHost unmounts d, with the overlay on it, from the host's mount
+// namespace, and marks it LeftHost. Its sandbox must run in a mount
+// namespace of its own that holds the disk, with private mounts (package
+// gate's Mounts), or the sandbox loses its disk too.
+func (d *Disk) LeaveHost() error {
+	if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount the sandbox's disk %s from the host: %w", d.Dir, err)
+	}
+	d.LeftHost = true
+	return nil
 }
 
 // ByID is the disk named id: its image in images (a state directory's
@@ -212,10 +240,12 @@ func (d Disk) Complete(lay Layout) bool {
 	return true
 }
 
-// Remove unmounts the disk (and the overlay on it), deletes its image
-// and its mount point. The kernel frees the loop device (autoclear) once
-// no mount namespace holds the file system any more. A memory disk goes
-// with its sandbox's mount namespace: nothing to do.
+// Remove unmounts the disk (and the overlay on it) if the host still has
+// it, deletes its image and its mount point. The kernel frees the loop
+// device (autoclear) once no mount namespace holds the file system any
+// more: removing the mount point detaches any copy another namespace
+// still has of it. A memory disk goes with its sandbox's mount
+// namespace: nothing to do.
 func (d Disk) Remove() error {
 	if d.Dir == "" || d.Memory {
 		return nil

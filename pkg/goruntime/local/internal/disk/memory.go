@@ -136,10 +136,10 @@ func Memory(dir string) Disk { return Disk{Dir: dir, Memory: true} }
 
 // Through returns d as the host reaches it through root, the root
 // directory of a process in the sandbox's outer mount namespace
-// (/proc/<pid>/root): a memory disk's mounts are only there. Other disks
-// are returned as they are.
+// (/proc/<pid>/root), where the mounts of a disk InSandboxNS are. Other
+// disks are returned as they are.
 func (d Disk) Through(root string) Disk {
-	if d.Memory {
+	if d.InSandboxNS() {
 		d.Dir = root + d.Dir
 	}
 	return d
