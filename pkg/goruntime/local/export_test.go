@@ -21,3 +21,10 @@ func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }
 // SetTaskLimit makes b count the host's tasks against n instead of
 // kernel.pid_max and kernel.threads-max.
 func SetTaskLimit(b *Backend, n int) { b.taskLimit = n }
+
+// WarmPoolStarting is how many pool starts of b are under way.
+func WarmPoolStarting(b *Backend) int {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return b.pool.starting
+}

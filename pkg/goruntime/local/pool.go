@@ -15,16 +15,16 @@ import (
 // are started by the ordinary start path (Backend.open), so they get every
 // isolation layer and limit any sandbox gets, and this process holds their
 // lifeline: they die with it like any other. The pool refills in the
-// background after each claim, one sandbox at a time, once the claiming
-// session's first command has ended (at most poolRefillDelay after the
-// claim), so that the start does not run beside that command. For the same
-// reason a filler that finds a claimed sandbox still settling stops once
-// the pool holds one ready sandbox, and the settled claim refills the rest
-// (a fresh process's first Open comes while the pool still fills: its
-// first command ran beside two starts). A start that fails
-// backs the filler off (poolRetryMin doubling up to poolRetryMax) and never
-// blocks Open, which then starts its sandbox itself. Backend.Close ends the
-// pool and the sandboxes in it.
+// background after each claim, as many starts side by side as it lacks
+// sandboxes (refill), once the claiming session's first command has ended
+// (at most poolRefillDelay after the claim), so that the starts do not run
+// beside that command. For the same reason, while a claimed sandbox still
+// settles the pool fills to one sandbox only, and the settled claim
+// refills the rest (a fresh process's first Open comes while the pool
+// still fills: its first command ran beside two starts). A start that
+// fails backs the pool off (poolRetryMin doubling up to poolRetryMax) and
+// never blocks Open, which then starts its sandbox itself. Backend.Close
+// ends the pool and the sandboxes in it.
 
 // Timing of the warm pool's filler.
 const (
@@ -52,21 +52,23 @@ const poolWarmup = "go version >/dev/null"
 type warmPool struct {
 	b    *Backend
 	size int
+	ctx  context.Context // ends with the pool: bounds its starts
+	stop context.CancelFunc
 
 	mu       sync.Mutex
 	ready    []*Sandbox
-	filling  bool
+	starting int // pool starts under way
 	settling int // claimed sandboxes whose first commands refillAfter waits for
 	closed   bool
 	failures int       // consecutive failed starts
 	retryAt  time.Time // no start before this after a failure
-	stop     context.CancelFunc
 	filler   sync.WaitGroup
 	done     chan struct{} // closed by close
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
-	return &warmPool{b: b, size: size, done: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.Background())
+	return &warmPool{b: b, size: size, ctx: ctx, stop: stop, done: make(chan struct{})}
 }
 
 // refillAfter refills the pool once s has run its first commands and
@@ -144,63 +146,59 @@ func (p *warmPool) claim() *Sandbox {
 	}
 }
 
-// refill starts the filler unless it runs, the pool is full or closed, or
-// a failed start asked it to wait.
+// refill starts as many pool starts as the pool lacks sandboxes, counting
+// those under way, at once: a start waits more than it computes (on
+// namespaces, the server's start), so opens arriving faster than one
+// start a time empties the pool fill it side by side. It starts none
+// while the pool is closed or a failed start asked it to wait, and while
+// a claimed sandbox settles no more than one in all (refillAfter calls
+// refill again when it has settled).
 func (p *warmPool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.size <= 0 || p.closed || p.filling || len(p.ready) >= p.size || time.Now().Before(p.retryAt) {
+	if p.size <= 0 || p.closed || time.Now().Before(p.retryAt) {
 		return
 	}
-	p.filling = true
-	ctx, cancel := context.WithCancel(context.Background())
-	p.stop = cancel
-	p.filler.Add(1)
-	go func() {
-		defer p.filler.Done()
-		defer cancel()
-		p.fill(ctx)
-	}()
+	want := p.size
+	if p.settling > 0 {
+		want = 1
+	}
+	for ; len(p.ready)+p.starting < want; p.starting++ {
+		p.filler.Add(1)
+		go func() {
+			defer p.filler.Done()
+			p.fillOne()
+		}()
+	}
 }
 
-// fill starts sandboxes until the pool is full, it is closed, a start
-// fails, or a claimed sandbox settles while one is ready (refillAfter
-// calls refill when it has settled).
-func (p *warmPool) fill(ctx context.Context) {
-	for {
-		p.mu.Lock()
-		// Deciding to stop and saying so (filling) in one step: a refill
-		// that comes after this sees the filler gone and starts another.
-		if p.closed || len(p.ready) >= p.size || p.settling > 0 && len(p.ready) > 0 {
-			p.filling = false
-			p.mu.Unlock()
-			return
-		}
+// fillOne starts one sandbox for the pool and offers it, then refills
+// (the pool may have been claimed from meanwhile). A failed start backs
+// the pool off.
+func (p *warmPool) fillOne() {
+	s, err := p.start(p.ctx)
+	p.mu.Lock()
+	p.starting--
+	if err != nil {
+		p.failures++
+		wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
+		p.retryAt = time.Now().Add(wait)
 		p.mu.Unlock()
-		s, err := p.start(ctx)
-		p.mu.Lock()
-		if err != nil {
-			p.failures++
-			wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
-			p.retryAt = time.Now().Add(wait)
-			p.filling = false
-			p.mu.Unlock()
-			if ctx.Err() == nil {
-				p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
-					"err", err, "retry_in", wait)
-			}
-			return
+		if p.ctx.Err() == nil {
+			p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
+				"err", err, "retry_in", wait)
 		}
-		p.failures, p.retryAt = 0, time.Time{}
-		if p.closed {
-			p.filling = false
-			p.mu.Unlock()
-			_ = s.Close(context.Background())
-			return
-		}
-		p.ready = append(p.ready, s)
-		p.mu.Unlock()
+		return
 	}
+	p.failures, p.retryAt = 0, time.Time{}
+	if p.closed {
+		p.mu.Unlock()
+		_ = s.Close(context.Background())
+		return
+	}
+	p.ready = append(p.ready, s)
+	p.mu.Unlock()
+	p.refill()
 }
 
 // start starts one sandbox by the ordinary path and warms it up.
@@ -239,9 +237,7 @@ func (p *warmPool) close(ctx context.Context) error {
 		close(p.done)
 	}
 	p.closed = true
-	if p.stop != nil {
-		p.stop()
-	}
+	p.stop()
 	ready := p.ready
 	p.ready = nil
 	p.mu.Unlock()

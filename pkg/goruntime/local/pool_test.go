@@ -114,6 +114,35 @@ func TestWarmPoolClaim(t *testing.T) {
 	}
 }
 
+// TestWarmPoolFillsSideBySide: a pool emptied at once refills with as
+// many starts side by side as it lacks sandboxes, not one after another
+// (a start waits more than it computes: one at a time, a pool of 2 ran
+// dry at 10 opens a second once a start took over 100 ms).
+func TestWarmPoolFillsSideBySide(t *testing.T) {
+	const size = 3
+	b := newBackend(t, poolOptions(size))
+	waitPool(t, b, size)
+	var claimed []*goruntime.Session
+	for range size {
+		claimed = append(claimed, openSession(t, b))
+	}
+	most := 0
+	for _, s := range claimed {
+		// A closed claim refills the pool at once.
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, local.WarmPoolStarting(b))
+	}
+	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() < size && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		most = max(most, local.WarmPoolStarting(b))
+	}
+	if most < size {
+		t.Errorf("at most %d pool starts were under way at once after the pool of %d was emptied, want %d", most, size, size)
+	}
+	waitPool(t, b, size)
+}
+
 // TestWarmPoolBackendClose: Close of the backend ends the sandboxes
 // waiting in the pool (processes and directories) and the pool does not
 // refill; a sandbox already claimed keeps running and Open still works.
