@@ -6,7 +6,8 @@
 // else must be found or installed). The gate waits until the backend has
 // put it into the sandbox's cgroup (and, for a sandbox with subordinate
 // ids, written its user namespace's id maps: Map), sets the sandbox's
-// rlimits, mounts the sandbox's memory disk when the plan has one, makes
+// rlimits, makes the sandbox's mount namespace with its disk and no other
+// sandbox's in it (mounts.go) or mounts its memory disk, makes
 // its network namespace with the host's limits in it (net.go), takes
 // the sandbox's ids, and then becomes bubblewrap with execve, keeping its
 // pid: every process of the sandbox starts inside its limits.
