@@ -57,8 +57,10 @@ type warmPool struct {
 
 	mu       sync.Mutex
 	ready    []*Sandbox
-	starting int // pool starts under way
-	settling int // claimed sandboxes whose first commands refillAfter waits for
+	starting int           // pool starts under way
+	waiting  int           // Opens waiting for one of them (take)
+	changed  chan struct{} // closed (and replaced) when ready, starting or closed change
+	settling int           // claimed sandboxes whose first commands refillAfter waits for
 	closed   bool
 	failures int       // consecutive failed starts
 	retryAt  time.Time // no start before this after a failure
@@ -68,7 +70,13 @@ type warmPool struct {
 
 func newWarmPool(b *Backend, size int) *warmPool {
 	ctx, stop := context.WithCancel(context.Background())
-	return &warmPool{b: b, size: size, ctx: ctx, stop: stop, done: make(chan struct{})}
+	return &warmPool{b: b, size: size, ctx: ctx, stop: stop, done: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// signal wakes the Opens waiting in take. p.mu must be held.
+func (p *warmPool) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // refillAfter refills the pool once s has run its first commands and
@@ -146,6 +154,45 @@ func (p *warmPool) claim() *Sandbox {
 	}
 }
 
+// take claims a sandbox from the pool. When none is ready but a pool
+// start is under way that no other Open waits for, it waits for the
+// pool's next sandbox, at most wait (or until ctx ends): that start is
+// further along than a start of the caller's own would be, and a third
+// start beside the pool's two (a fresh process's first Open, while its
+// pool fills) slows them all on a small host. It returns nil when the
+// caller should start its own.
+func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		if s := p.claim(); s != nil {
+			return s
+		}
+		p.mu.Lock()
+		if p.closed || p.waiting >= p.starting {
+			p.mu.Unlock()
+			return nil
+		}
+		p.waiting++
+		changed := p.changed
+		p.mu.Unlock()
+		var out bool
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			out = true
+		case <-deadline.C:
+			out = true
+		}
+		p.mu.Lock()
+		p.waiting--
+		p.mu.Unlock()
+		if out {
+			return nil
+		}
+	}
+}
+
 // refill starts as many pool starts as the pool lacks sandboxes, counting
 // those under way, at once: a start waits more than it computes (on
 // namespaces, the server's start), so opens arriving faster than one
@@ -179,6 +226,7 @@ func (p *warmPool) fillOne() {
 	s, err := p.start(p.ctx)
 	p.mu.Lock()
 	p.starting--
+	p.signal()
 	if err != nil {
 		p.failures++
 		wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
@@ -235,6 +283,7 @@ func (p *warmPool) close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {
 		close(p.done)
+		p.signal()
 	}
 	p.closed = true
 	p.stop()
@@ -250,10 +299,10 @@ func (p *warmPool) close(ctx context.Context) error {
 }
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
-// ready, else a start. Either way the pool refills in the background once
+// ready or one of its starts is under way for it (take), else a start. Either way the pool refills in the background once
 // the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
-	if s := b.pool.claim(); s != nil {
+	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
 		b.pool.refillAfter(s)
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil

@@ -143,6 +143,28 @@ func TestWarmPoolFillsSideBySide(t *testing.T) {
 	waitPool(t, b, size)
 }
 
+// TestWarmPoolOpenWaitsForPoolStart: an Open that finds the pool still
+// filling (a fresh process's first Open) takes the sandbox of a pool
+// start under way instead of starting a third beside the pool's two.
+func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
+	opts := poolOptions(2)
+	opts.StateDir = freshState(t) // its sandboxes/ holds only this backend's
+	b := newBackend(t, opts)
+	if n := b.WarmPoolReady(); n != 0 {
+		t.Skipf("the pool filled before the first Open (%d ready): nothing to wait for", n)
+	}
+	s := openSession(t, b)
+	started, err := os.ReadDir(filepath.Join(opts.StateDir, "sandboxes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 2 {
+		t.Errorf("%d sandboxes started by the first Open of a backend with a pool of 2 (the pool's and its own?), want the pool's 2", len(started))
+	}
+	mustOK(t, s, goruntime.Request{Command: "echo ok"})
+	waitPool(t, b, 2)
+}
+
 // TestWarmPoolBackendClose: Close of the backend ends the sandboxes
 // waiting in the pool (processes and directories) and the pool does not
 // refill; a sandbox already claimed keeps running and Open still works.
