@@ -24,7 +24,8 @@ import (
 // MemAvailable, which counts bubblewrap, the server, kernel memory for
 // namespaces and cgroups, the disk's mounts and page cache, not only the
 // server's RSS), Open with N live when opens arrive at 10 a second (the
-// warm pool on), a warm `go run` in one of them and the teardown of all;
+// warm pool on), a start without the pool, a warm `go run` in one of them
+// and the teardown of all;
 // after the teardown nothing may be left on the host (hostleaks), or the
 // section fails. Then the sustained rate of open+close with the pool
 // refilling. Figures are absolute (targets of issue 27), so they hold
@@ -51,8 +52,15 @@ func (r *runner) scaleSection(ctx context.Context) error {
 		return err
 	}
 	defer b.Close(context.WithoutCancel(ctx))
+	// A second backend of the same state directory, without a pool: what
+	// a start itself costs with N live.
+	cold, err := r.newLocal(ctx, local.Options{WarmPool: -1})
+	if err != nil {
+		return err
+	}
+	defer cold.Close(context.WithoutCancel(ctx))
 	for _, n := range r.cfg.ScaleSizes {
-		if err := r.scaleRound(ctx, b, n); err != nil {
+		if err := r.scaleRound(ctx, b, cold, n); err != nil {
 			return fmt.Errorf("%d live sandboxes: %w", n, err)
 		}
 	}
@@ -73,9 +81,9 @@ func settle(b *local.Backend) {
 	time.Sleep(3 * time.Second)
 }
 
-// scaleRound measures the figures for n live sandboxes and tears them
-// down.
-func (r *runner) scaleRound(ctx context.Context, b *local.Backend, n int) error {
+// scaleRound measures the figures for n live sandboxes of b (and starts
+// with cold, a backend without a pool) and tears them down.
+func (r *runner) scaleRound(ctx context.Context, b, cold *local.Backend, n int) error {
 	settle(b)
 	before, err := memAvailable()
 	if err != nil {
@@ -124,6 +132,13 @@ func (r *runner) scaleRound(ctx context.Context, b *local.Backend, n int) error 
 		row.Ratio, row.Target = ratio(opens.pct(99), scaleOpenP99Target), "<= 1"
 	}
 	r.add(row)
+
+	starts, err := pacedOpens(ctx, cold, max(8, r.cfg.Rounds))
+	if err != nil {
+		return err
+	}
+	r.add(Row{Section: "scale", Figure: fmt.Sprintf("start with %d live (no pool: one at a time), p50 / p99", n),
+		Ours: ms(starts.p50()) + " / " + ms(starts.pct(99)), Ratio: math.NaN()})
 
 	runs, bare, err := r.warmRuns(ctx, sandboxes[0].sb)
 	if err != nil {
