@@ -71,10 +71,13 @@ func TestHostUIDOwnsFiles(t *testing.T) {
 	if ua == uc {
 		t.Errorf("two live sandboxes share host uid %d", ua)
 	}
-	aPath, err := filepath.EvalSymlinks(filepath.Join(a.Dir(), "app", "secret"))
+	// Where Dir()/app leads: A's disk, as A's bubblewrap sees it
+	// (/proc/<pid>/root/..., a link EvalSymlinks cannot follow).
+	aApp, err := os.Readlink(filepath.Join(a.Dir(), "app"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	aPath := filepath.Join(aApp, "secret")
 	readAs := func(uid int, path string) error {
 		return exec.Command("setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(uid), "--clear-groups", "cat", path).Run()
 	}
