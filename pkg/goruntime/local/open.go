@@ -328,6 +328,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	if err := s.cl.Ready(rctx); err != nil {
 		if ctx.Err() != nil {
 			s.cl.Close()
+			s.closeLog()
 			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
 		}
 		return s.attachFailed(ctx, err)
