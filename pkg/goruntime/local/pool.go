@@ -193,10 +193,10 @@ func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
 	}
 }
 
-// refill starts as many pool starts as the pool lacks sandboxes, counting
-// those under way, at once: a start waits more than it computes (on
-// namespaces, the server's start), so opens arriving faster than one
-// start a time empties the pool fill it side by side. It starts none
+// refill starts, at once, as many pool starts as the pool lacks
+// sandboxes, counting those under way: a start waits more than it
+// computes (on namespaces, the server's start), so starts side by side
+// keep up with Opens that one start at a time would not. It starts none
 // while the pool is closed or a failed start asked it to wait, and while
 // a claimed sandbox settles no more than one in all (refillAfter calls
 // refill again when it has settled).
