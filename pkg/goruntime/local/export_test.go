@@ -28,3 +28,11 @@ func WarmPoolStarting(b *Backend) int {
 	defer b.pool.mu.Unlock()
 	return b.pool.starting
 }
+
+// SetWarmPoolShrinkAfter makes b's warm pool, once grown by demand, go
+// back to its size after d without an Open starting its own sandbox.
+func SetWarmPoolShrinkAfter(b *Backend, d time.Duration) {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	b.pool.shrinkAfter = d
+}

@@ -40,6 +40,10 @@ const (
 	// vCPUs. Agents pause between commands; the refill runs then.
 	poolRefillDelay = 2 * time.Second
 	poolRefillQuiet = 100 * time.Millisecond
+
+	// poolShrinkAfter is how long a pool grown by demand (grow) keeps its
+	// size after the last Open that had to start its own sandbox.
+	poolShrinkAfter = 30 * time.Second
 )
 
 // poolWarmup runs once in every pool sandbox before it is offered: the
@@ -51,7 +55,7 @@ const poolWarmup = "go version >/dev/null"
 // warmPool holds the started sandboxes and fills itself.
 type warmPool struct {
 	b    *Backend
-	size int
+	size int             // Options.WarmPool: what the pool keeps when Opens are few
 	ctx  context.Context // ends with the pool: bounds its starts
 	stop context.CancelFunc
 
@@ -61,6 +65,11 @@ type warmPool struct {
 	waiting  int           // Opens waiting for one of them (take)
 	changed  chan struct{} // closed (and replaced) when ready, starting or closed change
 	settling int           // claimed sandboxes whose first commands refillAfter waits for
+	target   int           // what the pool fills to now: size, or more while Opens outrun it (grow)
+	missed   time.Time     // when an Open last had to start its own sandbox
+	shrink   *time.Timer   // brings target back to size (shrinkBack); nil while target is size
+	// shrinkAfter is poolShrinkAfter (tests shorten it).
+	shrinkAfter time.Duration
 	closed   bool
 	failures int       // consecutive failed starts
 	retryAt  time.Time // no start before this after a failure
@@ -70,7 +79,52 @@ type warmPool struct {
 
 func newWarmPool(b *Backend, size int) *warmPool {
 	ctx, stop := context.WithCancel(context.Background())
-	return &warmPool{b: b, size: size, ctx: ctx, stop: stop, done: make(chan struct{}), changed: make(chan struct{})}
+	return &warmPool{b: b, size: size, target: size, shrinkAfter: poolShrinkAfter, ctx: ctx, stop: stop, done: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// grow raises the pool's target by one sandbox, up to startSlots: an Open
+// found none ready and no start under way it could wait for, so Opens
+// come faster than the pool refills (a pool start, warm-up included,
+// takes longer than the time between two Opens times the pool's size).
+// The pool keeps its new size until no Open has had to start its own for
+// poolShrinkAfter.
+func (p *warmPool) grow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.size <= 0 || p.closed {
+		return
+	}
+	p.missed = time.Now()
+	p.target = min(p.target+1, max(p.size, startSlots()))
+	if p.shrink == nil && p.target > p.size {
+		p.shrink = time.AfterFunc(p.shrinkAfter, p.shrinkBack)
+	}
+}
+
+// shrinkBack brings a grown pool back to its size once no Open has had to
+// start its own sandbox for poolShrinkAfter, closing the sandboxes
+// waiting past it.
+func (p *warmPool) shrinkBack() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	if rest := p.shrinkAfter - time.Since(p.missed); rest > 0 {
+		p.shrink.Reset(rest)
+		p.mu.Unlock()
+		return
+	}
+	p.target, p.shrink = p.size, nil
+	var surplus []*Sandbox
+	if len(p.ready) > p.size {
+		surplus = append(surplus, p.ready[p.size:]...)
+		p.ready = p.ready[:p.size]
+	}
+	p.mu.Unlock()
+	for _, s := range surplus {
+		_ = s.Close(context.Background())
+	}
 }
 
 // signal wakes the Opens waiting in take. p.mu must be held.
@@ -171,6 +225,7 @@ func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
 		p.mu.Lock()
 		if p.closed || p.waiting >= p.starting {
 			p.mu.Unlock()
+			p.grow()
 			return nil
 		}
 		p.waiting++
@@ -206,7 +261,7 @@ func (p *warmPool) refill() {
 	if p.size <= 0 || p.closed || time.Now().Before(p.retryAt) {
 		return
 	}
-	want := p.size
+	want := p.target
 	if p.settling > 0 {
 		want = 1
 	}
@@ -287,6 +342,9 @@ func (p *warmPool) close(ctx context.Context) error {
 	}
 	p.closed = true
 	p.stop()
+	if p.shrink != nil {
+		p.shrink.Stop()
+	}
 	ready := p.ready
 	p.ready = nil
 	p.mu.Unlock()
@@ -315,7 +373,9 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 }
 
 // WarmPoolReady reports how many started sandboxes wait in the warm pool
-// for Open to claim (at most Options.WarmPool).
+// for Open to claim: at most Options.WarmPool, or more for a while when
+// Opens came faster than the pool refilled (up to 2 x CPUs + 2 starts'
+// worth).
 func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 
 // Close ends the backend's warm pool and its background work: it stops

@@ -165,6 +165,38 @@ func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
 	waitPool(t, b, 2)
 }
 
+// TestWarmPoolGrowsWithDemand: Opens that find the pool empty and no
+// start of it to wait for make it keep more sandboxes ready, and once
+// none has had to start its own for a while it goes back to its size,
+// closing what waits past it.
+func TestWarmPoolGrowsWithDemand(t *testing.T) {
+	b := newBackend(t, poolOptions(1))
+	local.SetWarmPoolShrinkAfter(b, 5*time.Second)
+	waitPool(t, b, 1)
+	var claimed []*goruntime.Session
+	for range 4 {
+		claimed = append(claimed, openSession(t, b))
+	}
+	for _, s := range claimed {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := 0
+	for deadline := time.Now().Add(time.Minute); most < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, b.WarmPoolReady())
+	}
+	if most < 2 {
+		t.Fatalf("after 4 Opens at once against a pool of 1, the pool held at most %d ready: it did not grow", most)
+	}
+	// Back to its size once no Open started its own for 5 s.
+	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the Opens, the pool still holds %d, want its size, 1", b.WarmPoolReady())
+		}
+	}
+}
+
 // TestWarmPoolBackendClose: Close of the backend ends the sandboxes
 // waiting in the pool (processes and directories) and the pool does not
 // refill; a sandbox already claimed keeps running and Open still works.
