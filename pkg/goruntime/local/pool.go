@@ -70,11 +70,11 @@ type warmPool struct {
 	shrink   *time.Timer   // brings target back to size (shrinkBack); nil while target is size
 	// shrinkAfter is poolShrinkAfter (tests shorten it).
 	shrinkAfter time.Duration
-	closed   bool
-	failures int       // consecutive failed starts
-	retryAt  time.Time // no start before this after a failure
-	filler   sync.WaitGroup
-	done     chan struct{} // closed by close
+	closed      bool
+	failures    int       // consecutive failed starts
+	retryAt     time.Time // no start before this after a failure
+	filler      sync.WaitGroup
+	done        chan struct{} // closed by close
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
