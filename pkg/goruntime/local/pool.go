@@ -23,8 +23,9 @@ import (
 // refills the rest (a fresh process's first Open comes while the pool
 // still fills: its first command ran beside two starts). A start that
 // fails backs the pool off (poolRetryMin doubling up to poolRetryMax) and
-// never blocks Open, which then starts its sandbox itself. Backend.Close
-// ends the pool and the sandboxes in it.
+// never blocks Open, which then starts its sandbox itself; such an Open
+// also grows the pool for a while (grow). Backend.Close ends the pool and
+// the sandboxes in it.
 
 // Timing of the warm pool's filler.
 const (
