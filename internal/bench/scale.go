@@ -133,6 +133,7 @@ func (r *runner) scaleRound(ctx context.Context, b, cold *local.Backend, n int) 
 	}
 	r.add(row)
 
+	settle(b) // not beside the pool's refills after the opens above
 	starts, err := pacedOpens(ctx, cold, max(8, r.cfg.Rounds))
 	if err != nil {
 		return err
