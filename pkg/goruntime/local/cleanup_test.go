@@ -27,6 +27,19 @@ func freshState(t *testing.T) string {
 	return state
 }
 
+// leaksAfter is what hostleaks.Find still finds of state and recs after
+// up to 10 s: the kernel frees a loop device once the last mount
+// namespace that held its file system (its sandbox's) is gone, shortly
+// after the sandbox's processes end.
+func leaksAfter(state string, recs []hostleaks.Sandbox, spares bool) []string {
+	var leaks []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if leaks = hostleaks.Find(state, recs, spares); len(leaks) == 0 || time.Now().After(deadline) {
+			return leaks
+		}
+	}
+}
+
 // record reads a running sandbox's record for hostleaks.
 func record(t *testing.T, s *local.Sandbox) hostleaks.Sandbox {
 	t.Helper()
@@ -180,15 +193,7 @@ func TestCleanup(t *testing.T) {
 	if rep.Sandboxes < 4 {
 		t.Errorf("report %+v: want 4 or more sandboxes removed (ours, the exited process's and the half-made one)", rep)
 	}
-	// The kernel frees a loop device once the last mount namespace that
-	// held its file system (the sandbox's) is gone: shortly after.
-	var leaks []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if leaks = hostleaks.Find(state, recs, false); len(leaks) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(leaks) > 0 {
+	if leaks := leaksAfter(state, recs, false); len(leaks) > 0 {
 		t.Fatalf("after Cleanup the host still holds:\n%s", strings.Join(leaks, "\n"))
 	}
 	if seeds, _ := filepath.Glob(filepath.Join(state, "seed", "*", ".complete")); len(seeds) == 0 {

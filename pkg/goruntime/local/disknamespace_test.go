@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/hostleaks"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
@@ -74,15 +73,7 @@ func TestDiskLeavesHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The kernel frees the loop devices once the sandboxes' mount
-	// namespaces are gone, as their last processes exit.
-	var leaks []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if leaks = hostleaks.Find(state, recs, true); len(leaks) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(leaks) > 0 {
+	if leaks := leaksAfter(state, recs, true); len(leaks) > 0 {
 		t.Fatalf("after closing both sandboxes the host still holds:\n%s", strings.Join(leaks, "\n"))
 	}
 }
