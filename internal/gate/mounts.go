@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -92,7 +93,9 @@ func dropped(points []string, m Mounts) []string {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return len(a) - len(b) })
+	// By length, so parents come first; then by name, so that a mount
+	// point listed twice (mounts stacked on it) is detached once.
+	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(a)-len(b), strings.Compare(a, b)) })
 	return slices.Compact(out)
 }
 
