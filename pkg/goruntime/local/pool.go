@@ -23,9 +23,9 @@ import (
 // refills the rest (a fresh process's first Open comes while the pool
 // still fills: its first command ran beside two starts). A start that
 // fails backs the pool off (poolRetryMin doubling up to poolRetryMax) and
-// never blocks Open, which then starts its sandbox itself; such an Open
-// also grows the pool for a while (grow). Backend.Close ends the pool and
-// the sandboxes in it.
+// never blocks Open, which then starts its sandbox itself. An Open that
+// finds no sandbox ready grows the pool for a while (grow). Backend.Close
+// ends the pool and the sandboxes in it.
 
 // Timing of the warm pool's filler.
 const (
@@ -43,15 +43,19 @@ const (
 	poolRefillQuiet = 100 * time.Millisecond
 
 	// poolShrinkAfter is how long a pool grown by demand (grow) keeps its
-	// size after the last Open that had to start its own sandbox.
+	// size after the last Open that found no sandbox ready.
 	poolShrinkAfter = 30 * time.Second
 )
 
 // poolWarmup runs once in every pool sandbox before it is offered: the
-// server's first command and the go command's first start (loading the
-// binary, reading GOROOT and the build cache) then cost nothing to the
-// session that claims it.
-const poolWarmup = "go version >/dev/null"
+// server's first command (its first shell, process group and output
+// pipes) then costs nothing to the session that claims it. It starts no
+// go command: the go binary and GOROOT come from the host, read by every
+// sandbox alike, so a `go version` here warmed nothing a claimed sandbox
+// did not have already (a claimed sandbox's `go version` took 31 ms
+// after it and 32 ms after `true`), and cost each pool start a second
+// process start (a fifth of its CPU time).
+const poolWarmup = "true"
 
 // warmPool holds the started sandboxes and fills itself.
 type warmPool struct {
@@ -67,7 +71,8 @@ type warmPool struct {
 	changed  chan struct{} // closed (and replaced) when ready, starting or closed change
 	settling int           // claimed sandboxes whose first commands refillAfter waits for
 	target   int           // what the pool fills to now: size, or more while Opens outrun it (grow)
-	missed   time.Time     // when an Open last had to start its own sandbox
+	filled   bool          // the pool has held its size once: an Open finding it empty since outran it
+	missed   time.Time     // when an Open last found no sandbox ready
 	shrink   *time.Timer   // brings target back to size (shrinkBack); nil while target is size
 	// shrinkAfter is poolShrinkAfter (tests shorten it).
 	shrinkAfter time.Duration
@@ -84,15 +89,17 @@ func newWarmPool(b *Backend, size int) *warmPool {
 }
 
 // grow raises the pool's target by one sandbox, up to startSlots: an Open
-// found none ready and no start under way it could wait for, so Opens
-// come faster than the pool refills (a pool start, warm-up included,
-// takes longer than the time between two Opens times the pool's size).
-// The pool keeps its new size until no Open has had to start its own for
-// poolShrinkAfter.
+// found none ready, so Opens come faster than the pool refills (a pool
+// start, warm-up included, takes longer than the time between two Opens
+// times the pool's size), whether that Open then waits for a pool start
+// under way or starts its own. The pool keeps its new size until no Open
+// has found it empty for poolShrinkAfter. A pool still filling for the
+// first time (a fresh process's first Open) does not grow: it is not
+// short, only not full yet.
 func (p *warmPool) grow() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.size <= 0 || p.closed {
+	if p.size <= 0 || p.closed || !p.filled {
 		return
 	}
 	p.missed = time.Now()
@@ -102,9 +109,8 @@ func (p *warmPool) grow() {
 	}
 }
 
-// shrinkBack brings a grown pool back to its size once no Open has had to
-// start its own sandbox for poolShrinkAfter, closing the sandboxes
-// waiting past it.
+// shrinkBack brings a grown pool back to its size once no Open has found
+// it empty for poolShrinkAfter, closing the sandboxes waiting past it.
 func (p *warmPool) shrinkBack() {
 	p.mu.Lock()
 	if p.closed {
@@ -209,14 +215,18 @@ func (p *warmPool) claim() *Sandbox {
 	}
 }
 
-// take claims a sandbox from the pool. When none is ready but a pool
-// start is under way that no other Open waits for, it waits for the
-// pool's next sandbox, at most wait (or until ctx ends): that start is
-// further along than a start of the caller's own would be, and a third
-// start beside the pool's two (a fresh process's first Open, while its
-// pool fills) slows them all on a small host. It returns nil when the
-// caller should start its own.
+// take claims a sandbox from the pool. When none is ready it grows the
+// pool, and when a pool start is under way that no other Open waits for,
+// it waits for the pool's next sandbox, at most wait (or until ctx ends):
+// that start is further along than a start of the caller's own would be,
+// and a third start beside the pool's two (a fresh process's first Open,
+// while its pool fills) slows them all on a small host. It returns nil
+// when the caller should start its own.
 func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
+	if s := p.claim(); s != nil {
+		return s
+	}
+	p.grow()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -226,7 +236,6 @@ func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
 		p.mu.Lock()
 		if p.closed || p.waiting >= p.starting {
 			p.mu.Unlock()
-			p.grow()
 			return nil
 		}
 		p.waiting++
@@ -301,6 +310,7 @@ func (p *warmPool) fillOne() {
 		return
 	}
 	p.ready = append(p.ready, s)
+	p.filled = p.filled || len(p.ready) >= p.size
 	p.mu.Unlock()
 	p.refill()
 }

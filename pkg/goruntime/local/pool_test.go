@@ -197,6 +197,39 @@ func TestWarmPoolGrowsWithDemand(t *testing.T) {
 	}
 }
 
+// TestWarmPoolGrowsWhenOpensWait: an Open that finds the pool empty grows
+// it even when it then takes a pool start under way rather than starting
+// its own: Opens paced so that each waits for the pool's last start are
+// Opens the pool is too small for (at 10 a second with 1,000 live, a pool
+// that grew only on Opens starting their own kept each waiting).
+func TestWarmPoolGrowsWhenOpensWait(t *testing.T) {
+	ctx := context.Background()
+	b := newBackend(t, poolOptions(1))
+	local.SetWarmPoolShrinkAfter(b, time.Minute)
+	waitPool(t, b, 1)
+	if err := openSession(t, b).Close(ctx); err != nil { // a closed claim refills at once
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); local.WarmPoolStarting(b) == 0 && b.WarmPoolReady() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a minute after a claim was closed, the pool of 1 neither held nor started a sandbox")
+		}
+	}
+	if b.WarmPoolReady() != 0 {
+		t.Skip("the refill ended before the next Open: nothing to wait for")
+	}
+	if err := openSession(t, b).Close(ctx); err != nil { // finds the pool empty and its start under way
+		t.Fatal(err)
+	}
+	most := 0
+	for deadline := time.Now().Add(time.Minute); most < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, b.WarmPoolReady())
+	}
+	if most < 2 {
+		t.Fatalf("an Open found the pool of 1 empty and waited for its start, and the pool then held at most %d ready: it did not grow", most)
+	}
+}
+
 // TestWarmPoolBackendClose: Close of the backend ends the sandboxes
 // waiting in the pool (processes and directories) and the pool does not
 // refill; a sandbox already claimed keeps running and Open still works.
