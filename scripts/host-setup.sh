@@ -89,7 +89,22 @@ if [ "$(id -u)" -eq 0 ]; then
 	bash "$0" --as-root "$check" "$user" "$setup" "${missing[@]}"
 	exit
 fi
-by_root="have root run them: scripts/install-deps.sh for the packages, go run ./cmd/sandbox-check --setup-user=$user for the rest"
+# What root runs instead, when sudo cannot: only the steps needed, with
+# the sandbox-check built here kept in bin/ (make build's directory), so
+# that root needs no Go.
+root_steps=()
+if [ "${#missing[@]}" -gt 0 ]; then
+	root_steps+=("bash $(printf %q "$repo/scripts/install-deps.sh") ${missing[*]}")
+fi
+if [ "$setup" = 1 ]; then
+	kept="$repo/bin/sandbox-check"
+	if [ "$check" != "$kept" ]; then
+		mkdir -p "$repo/bin" && cp "$check" "$kept"
+	fi
+	root_steps+=("$(printf %q "$kept") --setup-user=$user")
+fi
+joined=$(printf ' && %s' "${root_steps[@]}")
+by_root="have root run: ${joined:4}"
 if ! command -v sudo >/dev/null; then
 	echo "host-setup: sudo is not installed: have root install it and add you to sudoers (apt-get install sudo; adduser $user sudo; log in again), or $by_root" >&2
 	exit 1
