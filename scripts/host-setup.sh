@@ -89,28 +89,30 @@ if [ "$(id -u)" -eq 0 ]; then
 	bash "$0" --as-root "$check" "$user" "$setup" "${missing[@]}"
 	exit
 fi
-# What root runs instead, when sudo cannot: only the steps needed, with
-# the sandbox-check built here kept in bin/ (make build's directory), so
-# that root needs no Go.
-root_steps=()
-if [ "${#missing[@]}" -gt 0 ]; then
-	root_steps+=("bash $(printf %q "$repo/scripts/install-deps.sh") ${missing[*]}")
-fi
-if [ "$setup" = 1 ]; then
-	kept="$repo/bin/sandbox-check"
-	if [ "$check" != "$kept" ]; then
-		mkdir -p "$repo/bin" && cp "$check" "$kept"
+# by_root says what root runs instead when sudo cannot: only the steps
+# needed, with the sandbox-check built here kept in bin/ (make build's
+# directory), so that root needs no Go.
+by_root() {
+	local steps=() joined
+	if [ "${#missing[@]}" -gt 0 ]; then
+		steps+=("bash $(printf %q "$repo/scripts/install-deps.sh") ${missing[*]}")
 	fi
-	root_steps+=("$(printf %q "$kept") --setup-user=$user")
-fi
-joined=$(printf ' && %s' "${root_steps[@]}")
-by_root="have root run: ${joined:4}"
+	if [ "$setup" = 1 ]; then
+		local kept="$repo/bin/sandbox-check"
+		if [ "$check" != "$kept" ]; then
+			mkdir -p "$repo/bin" && cp "$check" "$kept"
+		fi
+		steps+=("$(printf %q "$kept") --setup-user=$user")
+	fi
+	joined=$(printf ' && %s' "${steps[@]}")
+	echo "have root run: ${joined:4}"
+}
 if ! command -v sudo >/dev/null; then
-	echo "host-setup: sudo is not installed: have root install it and add you to sudoers (apt-get install sudo; adduser $user sudo; log in again), or $by_root" >&2
+	echo "host-setup: sudo is not installed: have root install it and add you to sudoers (apt-get install sudo; adduser $user sudo; log in again), or $(by_root)" >&2
 	exit 1
 fi
 echo "host-setup: asking sudo once for these ($user must be in sudoers: adduser $user sudo)"
 if ! sudo -- bash "$here/host-setup.sh" --as-root "$check" "$user" "$setup" "${missing[@]}"; then
-	echo "host-setup: sudo did not run the setup, so sandboxes here lack what is listed above: $by_root" >&2
+	echo "host-setup: sudo did not run the setup, so sandboxes here lack what is listed above: $(by_root)" >&2
 	exit 1
 fi
