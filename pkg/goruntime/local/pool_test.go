@@ -39,6 +39,16 @@ func waitPool(tb testing.TB, b *local.Backend, n int) {
 	}
 }
 
+// mostReady is the most sandboxes b's warm pool held ready at once while
+// it was watched: until it held want, or for a minute.
+func mostReady(b *local.Backend, want int) int {
+	most := 0
+	for deadline := time.Now().Add(time.Minute); most < want && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		most = max(most, b.WarmPoolReady())
+	}
+	return most
+}
+
 // sandboxPID reads the host pid of bubblewrap from a sandbox's state file.
 func sandboxPID(tb testing.TB, stateDir, id string) int {
 	tb.Helper()
@@ -182,14 +192,11 @@ func TestWarmPoolGrowsWithDemand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	most := 0
-	for deadline := time.Now().Add(time.Minute); most < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		most = max(most, b.WarmPoolReady())
-	}
+	most := mostReady(b, 2)
 	if most < 2 {
 		t.Fatalf("after 4 Opens at once against a pool of 1, the pool held at most %d ready: it did not grow", most)
 	}
-	// Back to its size once no Open started its own for 5 s.
+	// Back to its size once no Open found it empty for 5 s.
 	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() != 1; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a minute after the Opens, the pool still holds %d, want its size, 1", b.WarmPoolReady())
@@ -221,10 +228,7 @@ func TestWarmPoolGrowsWhenOpensWait(t *testing.T) {
 	if err := openSession(t, b).Close(ctx); err != nil { // finds the pool empty and its start under way
 		t.Fatal(err)
 	}
-	most := 0
-	for deadline := time.Now().Add(time.Minute); most < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		most = max(most, b.WarmPoolReady())
-	}
+	most := mostReady(b, 2)
 	if most < 2 {
 		t.Fatalf("an Open found the pool of 1 empty and waited for its start, and the pool then held at most %d ready: it did not grow", most)
 	}
