@@ -156,6 +156,9 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 			return fmt.Errorf("go %s: %w: %s", strings.Join(st.args, " "), err, bytes.TrimSpace(out.tail()))
 		}
 	}
+	// go test and go vet compile without naming packages (they have no
+	// build -v), so the count stops short of the total: say it is through.
+	report(goruntime.Progress{Stage: Stage, Message: "compiled", Step: len(steps), Steps: len(steps), Done: len(want), Total: len(want)})
 	// Drop what must stay per sandbox: trim bookkeeping is written fresh.
 	_ = os.Remove(filepath.Join(cache, "trim.txt"))
 	root0 := os.Geteuid() == 0
