@@ -67,6 +67,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		ModuleRelayAddr:   "127.0.0.1:2",
 		ModuleRelaySocket: "/run/x/mod.sock",
 		OSThreads:         0,
+		CommandGOMAXPROCS: 5,
 		Init:              true,
 		InitGuard:         true,
 		IdleExitSeconds:   1800,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -190,6 +191,28 @@ func TestBinaryEnvTimeoutApplies(t *testing.T) {
 	res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": "sleep 20"})
 	if !res.TimedOut || res.ExitCode != 124 {
 		t.Fatalf("got %+v, want the env's 0.5 s deadline to kill the command", res)
+	}
+}
+
+// TestBinaryCommandGOMAXPROCS: with --command-gomaxprocs the server runs
+// with its own environment's GOMAXPROCS (1, as a local sandbox starts it)
+// and commands get the flag's; without it they inherit the server's.
+func TestBinaryCommandGOMAXPROCS(t *testing.T) {
+	env := append(os.Environ(), "GOMAXPROCS=1")
+	p := startBinary(t, env, "--command-gomaxprocs=3")
+	if res := p.execute(t, http.DefaultClient, p.url, map[string]any{"command": "echo $GOMAXPROCS"}); res.Stdout != "3\n" {
+		t.Errorf("with --command-gomaxprocs=3 a command saw GOMAXPROCS=%q, want 3", strings.TrimSpace(res.Stdout))
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vars := strings.Split(string(own), "\x00"); !slices.Contains(vars, "GOMAXPROCS=1") || slices.Contains(vars, "GOMAXPROCS=3") {
+		t.Errorf("the server's own environment has GOMAXPROCS %q, want 1 only", slices.DeleteFunc(vars, func(v string) bool { return !strings.HasPrefix(v, "GOMAXPROCS=") }))
+	}
+	plain := startBinary(t, env)
+	if res := plain.execute(t, http.DefaultClient, plain.url, map[string]any{"command": "echo $GOMAXPROCS"}); res.Stdout != "1\n" {
+		t.Errorf("without --command-gomaxprocs a command saw GOMAXPROCS=%q, want the server's 1", strings.TrimSpace(res.Stdout))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -69,6 +71,15 @@ func commandEnv(environ []string, fallbackHome string) ([]string, map[string]str
 		env = append(env, k+"="+vars[k])
 	}
 	return env, chosen, nil
+}
+
+// withEnv is environ with k set to n, when n is positive (the last
+// assignment of a name is the one a process sees, commandEnv's too).
+func withEnv(environ []string, k string, n int64) []string {
+	if n <= 0 {
+		return environ
+	}
+	return append(slices.Clip(environ), k+"="+strconv.FormatInt(n, 10))
 }
 
 // writableDir creates dir if needed and checks that a file can be made in it.

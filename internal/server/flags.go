@@ -45,6 +45,13 @@ type Flags struct {
 	// OSThreads is --os-threads, SANDBOX_OS_THREADS: OS threads the Go
 	// runtime starts before the server listens and keeps (threads.go).
 	OSThreads int64
+	// CommandGOMAXPROCS is --command-gomaxprocs,
+	// SANDBOX_COMMAND_GOMAXPROCS: GOMAXPROCS in the environment of
+	// commands and the process API companion; 0: as in the server's own
+	// environment. It lets the server run with GOMAXPROCS=1 (its own
+	// work is a few requests at a time; each P costs ~0.15 MiB resident)
+	// while commands get the sandbox's CPUs.
+	CommandGOMAXPROCS int64
 	// Init is --init, SANDBOX_INIT: run as a sandbox's init (Config.Init).
 	Init bool
 	// InitGuard is --init-guard, SANDBOX_INIT_GUARD (Config.InitGuard).
@@ -173,6 +180,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	str(&f.ProcessAPIBin, "process-api-bin", "SANDBOX_PROCESS_API_BIN", "the "+ProcessAPIName+" binary that serves --grpc-addr and --rest-addr (default: next to this executable); the server refuses to start with either set and the binary missing")
 	str(&f.ModuleRelayAddr, "module-relay-addr", "SANDBOX_MODULE_RELAY_ADDR", "relay Go module proxy requests (GOPROXY=http://this) from this loopback address (127.0.0.1:port) to --module-relay-socket; empty: off")
 	integer(&f.OSThreads, "os-threads", "SANDBOX_OS_THREADS", "threads", "OS threads to start before listening and keep, so that commands filling the sandbox's task limit (a pids cgroup counts threads) cannot stop the server from getting one; 0: none")
+	integer(&f.CommandGOMAXPROCS, "command-gomaxprocs", "SANDBOX_COMMAND_GOMAXPROCS", "processors", "GOMAXPROCS in the environment of commands and the "+ProcessAPIName+" companion, so that the server itself can run with GOMAXPROCS=1 (less memory) while commands get the sandbox's CPUs; 0: as in this process's environment")
 	str(&f.ModuleRelaySocket, "module-relay-socket", "SANDBOX_MODULE_RELAY_SOCKET", "unix socket of the host's Go module proxy that --module-relay-addr relays to")
 	boolEnv(&f.Init, "init", "SANDBOX_INIT")
 	boolEnv(&f.InitGuard, "init-guard", "SANDBOX_INIT_GUARD")
@@ -248,6 +256,9 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	}
 	if f.OSThreads < 0 || f.OSThreads > maxOSThreads {
 		return Config{}, Listeners{}, fmt.Errorf("os-threads=%d (from %s): want 0 to %d", f.OSThreads, from("os-threads"), maxOSThreads)
+	}
+	if f.CommandGOMAXPROCS < 0 || f.CommandGOMAXPROCS > maxCommandGOMAXPROCS {
+		return Config{}, Listeners{}, fmt.Errorf("command-gomaxprocs=%d (from %s): want 0 to %d", f.CommandGOMAXPROCS, from("command-gomaxprocs"), maxCommandGOMAXPROCS)
 	}
 	if f.LifelineFD < -1 || f.LifelineFD > math.MaxInt32 {
 		return Config{}, Listeners{}, fmt.Errorf("lifeline-fd=%d (from %s): want a descriptor number, or -1 for none", f.LifelineFD, from("lifeline-fd"))

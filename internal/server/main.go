@@ -20,9 +20,10 @@ import (
 // SIGTERM or SIGINT, then kills running commands and shuts down. args are
 // the command-line arguments after the program name (os.Args[1:]); each
 // flag falls back to an environment variable read through getenv (see
-// --help). Commands inherit the process environment (os.Environ()), but
-// not the signals it was started with ignored: they start with every
-// signal at its default disposition. Logs
+// --help). Commands inherit the process environment (os.Environ(), with
+// GOMAXPROCS from --command-gomaxprocs when set), but not the signals it
+// was started with ignored: they start with every signal at its default
+// disposition. Logs
 // go to stderr as JSON lines; the first "listening" line carries the
 // bound address. It returns the process exit code: 0 after a clean
 // shutdown or --help, 2 for bad flags, 1 when the server cannot start.
@@ -49,7 +50,7 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return 2
 	}
 	cfg.CompanionStderr = logw
-	cfg.Environ = os.Environ()
+	cfg.Environ = withEnv(os.Environ(), "GOMAXPROCS", f.CommandGOMAXPROCS)
 	cfg.ProcessAPI = processAPI
 	defaultSignalsForCommands(ctx, log)
 	reserveOSThreads(f.OSThreads)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,6 +109,7 @@ func TestFileSizeLimitExitZero(t *testing.T) {
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
 
 func main() {
@@ -162,15 +164,20 @@ func TestWallTimeLimit(t *testing.T) {
 	}
 }
 
+// TestGoSettingsMatchLimits: commands get GOMAXPROCS = the sandbox's CPUs
+// (the runtime server itself runs with 1: bwrap.go) and GOMEMLIMIT below
+// its memory limit.
 func TestGoSettingsMatchLimits(t *testing.T) {
-	opts := testOptions()
-	opts.MemoryBytes = 512 << 20
-	opts.CPUs = 1
-	s := openSession(t, newBackend(t, opts))
-	res := mustOK(t, s, goruntime.Request{Command: "echo $GOMAXPROCS $GOMEMLIMIT"})
-	want := fmt.Sprintf("1 %d", int64(512<<20)/10*9)
-	if strings.TrimSpace(res.Stdout) != want {
-		t.Errorf("GOMAXPROCS GOMEMLIMIT = %q, want %q", strings.TrimSpace(res.Stdout), want)
+	for _, cpus := range []int{1, runtime.NumCPU()} {
+		opts := testOptions()
+		opts.MemoryBytes = 512 << 20
+		opts.CPUs = cpus
+		s := openSession(t, newBackend(t, opts))
+		res := mustOK(t, s, goruntime.Request{Command: "echo $GOMAXPROCS $GOMEMLIMIT"})
+		want := fmt.Sprintf("%d %d", cpus, int64(512<<20)/10*9)
+		if strings.TrimSpace(res.Stdout) != want {
+			t.Errorf("CPUs %d: GOMAXPROCS GOMEMLIMIT = %q, want %q", cpus, strings.TrimSpace(res.Stdout), want)
+		}
 	}
 }
 
