@@ -73,6 +73,9 @@ func commandEnv(environ []string, fallbackHome string) ([]string, map[string]str
 	return env, chosen, nil
 }
 
+// maxCommandGOMAXPROCS bounds --command-gomaxprocs.
+const maxCommandGOMAXPROCS = 1024
+
 // withEnv is environ with k set to n, when n is positive (the last
 // assignment of a name is the one a process sees, commandEnv's too).
 func withEnv(environ []string, k string, n int64) []string {

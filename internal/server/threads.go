@@ -8,9 +8,6 @@ import (
 // maxOSThreads bounds --os-threads.
 const maxOSThreads = 1024
 
-// maxCommandGOMAXPROCS bounds --command-gomaxprocs.
-const maxCommandGOMAXPROCS = 1024
-
 // reserveOSThreads makes the Go runtime start n OS threads now, while the
 // sandbox has room for them, and keep them for later.
 //
