@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +109,6 @@ func TestFileSizeLimitExitZero(t *testing.T) {
 import (
 	"fmt"
 	"os"
-	"runtime"
 )
 
 func main() {
