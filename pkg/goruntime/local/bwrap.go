@@ -55,7 +55,7 @@ func (b *Backend) procs() int { return min(b.opts.CPUs, runtime.NumCPU()) }
 
 // sandboxEnv is the environment of the server and so of every command,
 // but for GOMAXPROCS: the server runs with 1 (its own work is a request
-// or two at a time, and each P costs it ~0.15 MiB resident, a sixteenth
+// or two at a time, and each P costs it ~0.15 MiB resident, a twentieth
 // of an idle sandbox) and gives commands procs (serverFlags).
 func (b *Backend) sandboxEnv() []string {
 	o := b.opts
