@@ -16,11 +16,6 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
-// pipeGrace is how long a command's output pipes may stay open after its
-// main process exited (a backgrounded child still holding them) before the
-// server stops reading and answers.
-const pipeGrace = 250 * time.Millisecond
-
 var (
 	errDeadline = errors.New("command deadline passed")
 	errShutdown = errors.New("server shutting down")
@@ -85,23 +80,38 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 	for k, v := range spec.env {
 		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
 	}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
+	outPipe, err := newOutputPipe(stdout)
+	if err != nil {
+		return nil, err
+	}
+	errPipe, err := newOutputPipe(stderr)
+	if err != nil {
+		outPipe.abandon()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outPipe.w, errPipe.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		// The leader's pid is its process group's id.
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	cmd.WaitDelay = pipeGrace
+	cmd.WaitDelay = pipeGrace // after Cancel: kill the leader itself if the group kill missed it
 
 	start := time.Now()
 	if err := s.procs.Start(cmd); err != nil {
+		outPipe.abandon()
+		errPipe.abandon()
 		return nil, fmt.Errorf("start /bin/sh: %w", err)
 	}
+	outPipe.started()
+	errPipe.started()
 	oomFirst(cmd.Process.Pid)
 	waitErr := cmd.Wait()
 	s.procs.Done(cmd.Process.Pid)
 	elapsed := time.Since(start)
+	grace := time.Now().Add(pipeGrace)
+	outPipe.finish(grace)
+	errPipe.finish(grace)
 
 	res := &wire.ExecuteResponse{DurationMS: float64(elapsed.Microseconds()) / 1000}
 	var note string
