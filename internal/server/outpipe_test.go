@@ -35,7 +35,7 @@ func TestOutputPipeKeepsBufferedOutputPastGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := dupFile(t, p.w) // the background child's copy of the write end
+	held := dupFile(t, p.w)                               // the background child's copy of the write end
 	want := strings.Repeat("0123456789abcdef", 60<<10/16) // under a pipe's 64 KiB: the writer never blocks
 	if _, err := held.WriteString(want); err != nil {
 		t.Fatal(err)
