@@ -20,7 +20,9 @@ import (
 	"time"
 
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	fakediscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1/fake"
@@ -65,6 +67,8 @@ func newCluster(t testing.TB, setup clusterSetup) *cluster {
 		disc:   &fakediscoveryv1.FakeDiscoveryV1{Fake: &ktesting.Fake{}},
 		adopt:  true,
 	}
+	c.agents.PrependWatchReactor("*", watchSelectingFields(c.agents.Tracker()))
+	c.ext.PrependWatchReactor("*", watchSelectingFields(c.ext.Tracker()))
 	ctx := context.Background()
 	if setup.template {
 		_, err := c.ext.ExtensionsV1beta1().SandboxTemplates(testNS).Create(ctx, &extv1beta1.SandboxTemplate{
@@ -125,6 +129,62 @@ func newCluster(t testing.TB, setup clusterSetup) *cluster {
 		DiscoveryClient:  c.disc,
 	}
 	return c
+}
+
+// watchSelectingFields makes a fake clientset's watches select by field
+// (the object's name and namespace) and, with no resource version, start
+// with the object's current state, as the API server's do. The fake does
+// neither, and the SDK's wait for a claim's sandbox name takes the first
+// claim its watch sends (sigs.k8s.io/agent-sandbox v1.0.3
+// drainClaimWatch): a handle could be handed another claim's sandbox, or
+// miss its own when the status came between the SDK's Get and Watch.
+func watchSelectingFields(tracker ktesting.ObjectTracker) ktesting.WatchReactionFunc {
+	return func(a ktesting.Action) (bool, watch.Interface, error) {
+		r := a.(ktesting.WatchAction).GetWatchRestrictions()
+		if r.Fields == nil || r.Fields.Empty() {
+			return false, nil, nil
+		}
+		gvr, ns := a.GetResource(), a.GetNamespace()
+		w, err := tracker.Watch(gvr, ns)
+		if err != nil {
+			return true, nil, err
+		}
+		out := make(chan watch.Event)
+		pw := watch.NewProxyWatcher(out)
+		send := func(e watch.Event) bool {
+			select {
+			case out <- e:
+				return true
+			case <-pw.StopChan():
+				return false
+			}
+		}
+		go func() {
+			defer close(out)
+			defer w.Stop()
+			if name, ok := r.Fields.RequiresExactMatch("metadata.name"); ok && r.ResourceVersion == "" {
+				if obj, err := tracker.Get(gvr, ns, name); err == nil && !send(watch.Event{Type: watch.Added, Object: obj}) {
+					return
+				}
+			}
+			for {
+				select {
+				case e, ok := <-w.ResultChan():
+					if !ok {
+						return
+					}
+					m, err := meta.Accessor(e.Object)
+					match := err != nil || r.Fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
+					if match && !send(e) {
+						return
+					}
+				case <-pw.StopChan():
+					return
+				}
+			}
+		}()
+		return true, pw, nil
+	}
 }
 
 // makeReady adopts a warm sandbox for claim. A claim deleted meanwhile is
