@@ -154,8 +154,9 @@ func TestWarmPoolFillsSideBySide(t *testing.T) {
 }
 
 // TestWarmPoolOpenWaitsForPoolStart: an Open that finds the pool still
-// filling (a fresh process's first Open) takes the sandbox of a pool
-// start under way instead of starting a third beside the pool's two.
+// filling (a fresh process's first Open) takes the sandbox of the pool
+// start under way instead of starting its own beside it, and the pool
+// starts the rest once the Open's first command has ended.
 func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
 	opts := poolOptions(2)
 	opts.StateDir = freshState(t) // its sandboxes/ holds only this backend's
@@ -168,10 +169,27 @@ func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(started) != 2 {
-		t.Errorf("%d sandboxes started by the first Open of a backend with a pool of 2 (the pool's and its own?), want the pool's 2", len(started))
+	if len(started) != 1 {
+		t.Errorf("%d sandboxes started by the first Open of a backend with a pool of 2 (the pool's and its own?), want the pool's first, 1", len(started))
 	}
 	mustOK(t, s, goruntime.Request{Command: "echo ok"})
+	waitPool(t, b, 2)
+}
+
+// TestWarmPoolStartsFirstAlone: a fresh pool starts one sandbox, and the
+// rest of its size only once that one has waited unclaimed a while.
+func TestWarmPoolStartsFirstAlone(t *testing.T) {
+	b := newBackend(t, poolOptions(2))
+	most := 0
+	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool's first sandbox was not ready after a minute")
+		}
+		most = max(most, local.WarmPoolStarting(b))
+	}
+	if most != 1 {
+		t.Errorf("%d pool starts under way at once before the first was ready, want 1", most)
+	}
 	waitPool(t, b, 2)
 }
 
