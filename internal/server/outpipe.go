@@ -17,7 +17,8 @@ const pipeGrace = 250 * time.Millisecond
 
 // drainMax bounds the final read of a pipe whose grace has passed: a
 // backgrounded child writing without pause could otherwise refill it as
-// fast as it is read. It is far more than a pipe buffers (64 KiB).
+// fast as it is read. It is as much as an unprivileged process can make a
+// pipe hold (pipe-max-size, 1 MiB by default; 64 KiB unless resized).
 const drainMax = 1 << 20
 
 // outputPipe carries one output stream of a command into dst. The server
@@ -64,7 +65,7 @@ func (p *outputPipe) copy() {
 }
 
 // drain reads what the pipe holds right now, up to drainMax, without
-// waiting for more (os.Pipe's ends are non-blocking underneath).
+// waiting for more (the read end from os.Pipe is non-blocking underneath).
 func (p *outputPipe) drain(buf []byte) {
 	if p.r.SetReadDeadline(time.Time{}) != nil {
 		return
@@ -88,7 +89,9 @@ func (p *outputPipe) drain(buf []byte) {
 }
 
 // finish waits for the copy to end, giving writers that still hold the
-// pipe until deadline, and closes the read end.
+// pipe until deadline, and closes the read end. (A read end that the
+// runtime's poller could not take has no deadline: then the wait lasts
+// until the last writer has closed the pipe.)
 func (p *outputPipe) finish(deadline time.Time) {
 	_ = p.r.SetReadDeadline(deadline)
 	<-p.done

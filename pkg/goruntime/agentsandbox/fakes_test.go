@@ -132,58 +132,29 @@ func newCluster(t testing.TB, setup clusterSetup) *cluster {
 }
 
 // watchSelectingFields makes a fake clientset's watches select by field
-// (the object's name and namespace) and, with no resource version, start
-// with the object's current state, as the API server's do. The fake does
-// neither, and the SDK's wait for a claim's sandbox name takes the first
-// claim its watch sends (sigs.k8s.io/agent-sandbox v1.0.3
-// drainClaimWatch): a handle could be handed another claim's sandbox, or
-// miss its own when the status came between the SDK's Get and Watch.
+// (the object's name and namespace), as the API server's do. The fake
+// ignores field selectors, and its watches with no resource version start
+// with every object of the namespace: the SDK's wait for a claim's sandbox
+// name takes the first claim its watch sends (sigs.k8s.io/agent-sandbox
+// v1.0.3 drainClaimWatch), so a handle could be handed another claim's
+// sandbox. The tracker's own resource-version handling is kept.
 func watchSelectingFields(tracker ktesting.ObjectTracker) ktesting.WatchReactionFunc {
 	return func(a ktesting.Action) (bool, watch.Interface, error) {
 		r := a.(ktesting.WatchAction).GetWatchRestrictions()
 		if r.Fields == nil || r.Fields.Empty() {
 			return false, nil, nil
 		}
-		gvr, ns := a.GetResource(), a.GetNamespace()
-		w, err := tracker.Watch(gvr, ns)
+		w, err := tracker.Watch(a.GetResource(), a.GetNamespace(), metav1.ListOptions{ResourceVersion: r.ResourceVersion})
 		if err != nil {
 			return true, nil, err
 		}
-		out := make(chan watch.Event)
-		pw := watch.NewProxyWatcher(out)
-		send := func(e watch.Event) bool {
-			select {
-			case out <- e:
-				return true
-			case <-pw.StopChan():
-				return false
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			m, err := meta.Accessor(e.Object)
+			if err != nil {
+				return e, true // a Status event: pass it on
 			}
-		}
-		go func() {
-			defer close(out)
-			defer w.Stop()
-			if name, ok := r.Fields.RequiresExactMatch("metadata.name"); ok && r.ResourceVersion == "" {
-				if obj, err := tracker.Get(gvr, ns, name); err == nil && !send(watch.Event{Type: watch.Added, Object: obj}) {
-					return
-				}
-			}
-			for {
-				select {
-				case e, ok := <-w.ResultChan():
-					if !ok {
-						return
-					}
-					m, err := meta.Accessor(e.Object)
-					match := err != nil || r.Fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
-					if match && !send(e) {
-						return
-					}
-				case <-pw.StopChan():
-					return
-				}
-			}
-		}()
-		return true, pw, nil
+			return e, r.Fields.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
+		}), nil
 	}
 }
 

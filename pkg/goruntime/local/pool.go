@@ -77,7 +77,7 @@ type warmPool struct {
 	settling int           // claimed sandboxes whose first commands refillAfter waits for
 	target   int           // what the pool fills to now: size, or more while Opens outrun it (grow)
 	filled   bool          // the pool has held its size once: an Open finding it empty since outran it
-	primed   bool          // the first sandbox has settled, or waited unclaimed: fill to the target
+	primed   bool          // the first sandbox settled after a claim, or was ready poolRefillDelay with none settling: fill to the target
 	priming  *time.Timer   // primes the pool poolRefillDelay after its first sandbox was ready
 	missed   time.Time     // when an Open last found no sandbox ready
 	shrink   *time.Timer   // brings target back to size (shrinkBack); nil while target is size
@@ -204,10 +204,15 @@ func (p *warmPool) refillAfter(s *Sandbox) {
 	}()
 }
 
-// prime lets a fresh pool fill to its target: its first sandbox has been
-// ready poolRefillDelay without an Open settling in it.
+// prime lets a fresh pool fill to its target once its first sandbox has
+// been ready poolRefillDelay. While a claimed sandbox still settles it
+// does nothing: refillAfter primes the pool when that one has.
 func (p *warmPool) prime() {
 	p.mu.Lock()
+	if p.settling > 0 {
+		p.mu.Unlock()
+		return
+	}
 	p.primed = true
 	p.mu.Unlock()
 	p.refill()

@@ -164,6 +164,9 @@ func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
 	if n := b.WarmPoolReady(); n != 0 {
 		t.Skipf("the pool filled before the first Open (%d ready): nothing to wait for", n)
 	}
+	if n := local.WarmPoolStarting(b); n != 1 {
+		t.Fatalf("%d pool starts under way before the first Open, want the pool's first, 1", n)
+	}
 	s := openSession(t, b)
 	started, err := os.ReadDir(filepath.Join(opts.StateDir, "sandboxes"))
 	if err != nil {
@@ -177,9 +180,13 @@ func TestWarmPoolOpenWaitsForPoolStart(t *testing.T) {
 }
 
 // TestWarmPoolStartsFirstAlone: a fresh pool starts one sandbox, and the
-// rest of its size only once that one has waited unclaimed a while.
+// rest of its size only once that one has waited unclaimed a while
+// (poolRefillDelay, 2 s).
 func TestWarmPoolStartsFirstAlone(t *testing.T) {
 	b := newBackend(t, poolOptions(2))
+	if n := b.WarmPoolReady(); n != 0 {
+		t.Skipf("the pool's first sandbox was ready before the test looked (%d ready)", n)
+	}
 	most := 0
 	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -187,8 +194,17 @@ func TestWarmPoolStartsFirstAlone(t *testing.T) {
 		}
 		most = max(most, local.WarmPoolStarting(b))
 	}
+	ready := time.Now()
 	if most != 1 {
 		t.Errorf("%d pool starts under way at once before the first was ready, want 1", most)
+	}
+	for deadline := ready.Add(time.Minute); local.WarmPoolStarting(b) == 0 && b.WarmPoolReady() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool started no second sandbox within a minute of its first being ready")
+		}
+	}
+	if waited := time.Since(ready); waited < time.Second {
+		t.Errorf("the pool started its second sandbox %v after its first was ready, want about 2 s", waited.Round(time.Millisecond))
 	}
 	waitPool(t, b, 2)
 }
