@@ -23,7 +23,8 @@ import (
 // refills the rest (a fresh process's first Open comes while the pool
 // still fills: its first command ran beside two starts). A fresh pool
 // likewise starts its first sandbox alone, and the rest once that one
-// settled after a claim or poolRefillDelay after it was ready (primed):
+// settled after a claim, or poolRefillDelay after it was ready when no
+// claim is settling then (primed):
 // a lone start is ready sooner than one of two side by side (~90 against
 // ~130 ms on 2 slow vCPUs), and the first Open of a fresh process waits
 // for it. A start that
