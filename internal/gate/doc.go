@@ -3,7 +3,10 @@
 //
 // The backend starts its runtime server's binary in gate mode (Env set,
 // Plan.Args as its arguments; the same binary a sandbox runs, so nothing
-// else must be found or installed). The gate waits until the backend has
+// else must be found or installed). The gate first marks every descriptor
+// it inherited close-on-exec but those the plan passes on (Plan.Pass), so
+// that what the backend's own process was started holding never reaches
+// the sandbox; it then waits until the backend has
 // put it into the sandbox's cgroup (and, for a sandbox with subordinate
 // ids, written its user namespace's id maps: Map), sets the sandbox's
 // rlimits, makes the sandbox's mount namespace with its disk and no other
@@ -18,8 +21,8 @@
 // bubblewrap instead of a dozen execs.
 //
 // The gate runs on the host, as the backend's user. This package imports
-// only the standard library, x/sys and google/nftables (the network
-// namespace's rules, net.go), so that the runtime server's binary, which
+// only the standard library, x/sys, google/nftables (the network
+// namespace's rules, net.go) and internal/cloexec, so that the runtime server's binary, which
 // carries it, carries nothing of the host-side backend.
 // Run inside a sandbox, gate mode can do nothing its caller could not:
 // every privilege it uses comes from the namespaces the backend starts it

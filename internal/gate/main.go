@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cloexec"
 )
 
 // Exit codes of a gate that failed (it never returns otherwise: it
@@ -64,6 +66,9 @@ func Main(args, environ []string, stderr io.Writer) int {
 
 // run carries out p and becomes its command; it returns only an error.
 func run(p Plan, environ []string) error {
+	if err := cloexec.Except(append(p.Pass, p.WaitFD)...); err != nil {
+		return fmt.Errorf("keep inherited descriptors out of the sandbox: %w", err)
+	}
 	if p.WaitFD > 0 {
 		if err := waitRelease(p.WaitFD); err != nil {
 			return err

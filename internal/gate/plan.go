@@ -14,7 +14,8 @@ const Env = "GORUNTIME_SANDBOX_GATE"
 // Requested reports whether this process was started as a gate.
 func Requested(getenv func(string) string) bool { return getenv(Env) == "1" }
 
-// Plan is what a gate does, in this order: wait for its release, set the
+// Plan is what a gate does, in this order: leave every descriptor it
+// inherited but Pass and WaitFD to itself, wait for its release, set the
 // rlimits, make the mount namespace, mount the disk, make the network
 // namespace, take the ids, become the command.
 type Plan struct {
@@ -22,6 +23,13 @@ type Plan struct {
 	// anything else, then closes: its release, written once the backend
 	// has put it into the sandbox's cgroup. 0: no wait.
 	WaitFD int `json:"wait_fd,omitempty"`
+	// Pass are the descriptors above standard error the command is
+	// handed (bubblewrap's lifeline and seccomp program). Every other
+	// descriptor the gate inherited is marked close-on-exec before it does
+	// anything else: what the program that opened the sandbox held
+	// without the flag (a directory, a file, a socket its own launcher
+	// left it) never reaches the sandbox.
+	Pass []int `json:"pass,omitempty"`
 	// Rlimits are set, soft and hard alike, so that no process of the
 	// sandbox can raise them.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
@@ -115,6 +123,11 @@ func (p Plan) Args() ([]string, error) {
 func (p Plan) validate() error {
 	if len(p.Command) == 0 || !filepath.IsAbs(p.Command[0]) {
 		return fmt.Errorf("gate plan: the command must start with an absolute path, not %q", p.Command)
+	}
+	for _, fd := range p.Pass {
+		if fd < 3 || fd == p.WaitFD {
+			return fmt.Errorf("gate plan: pass descriptor %d: want one above standard error, other than the release's", fd)
+		}
 	}
 	if p.UID < 0 || p.GID < 0 || (p.UID == 0) != (p.GID == 0) {
 		return fmt.Errorf("gate plan: ids %d:%d: both or neither must be set", p.UID, p.GID)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cloexec"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sockets"
 )
@@ -44,6 +45,12 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	logw := capLog(stderr, f.LogMaxBytes)
 	log := f.logger(logw)
+	// What this process was started holding without close-on-exec stays
+	// here: no command or companion inherits it (startHanding).
+	if err := cloexec.Except(); err != nil {
+		log.Error("sandbox-server: cannot keep inherited descriptors from commands", "err", err)
+		return 1
+	}
 	cfg, ls, err := f.Validate(fset, getenv, log)
 	if err != nil {
 		log.Error("sandbox-server: bad setting", "err", err)

@@ -51,7 +51,7 @@ func newReaper(log *slog.Logger) *reaper {
 func (r *reaper) Start(cmd *exec.Cmd) error {
 	r.startMu.RLock()
 	defer r.startMu.RUnlock()
-	if err := cmd.Start(); err != nil {
+	if err := startHanding(cmd); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -187,5 +187,5 @@ func children() ([]int, error) {
 // plainStarter starts commands without reaping orphans.
 type plainStarter struct{}
 
-func (plainStarter) Start(cmd *exec.Cmd) error { return cmd.Start() }
+func (plainStarter) Start(cmd *exec.Cmd) error { return startHanding(cmd) }
 func (plainStarter) Done(int)                  {}

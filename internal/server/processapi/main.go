@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cloexec"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/procevents"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server/sigdefault"
 )
@@ -71,6 +72,13 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 	if fs.NArg() > 0 || *root == "" || !(*shutdownTimeoutSec > 0) {
 		log.Error("sandbox-processapi: bad flags: want --root-dir, a positive --shutdown-timeout and no arguments", "args", fs.Args())
 		return 2
+	}
+	// The listeners and the events pipe it was handed are used here only:
+	// no command inherits them, or anything else this process was started
+	// holding (every command start marks again: process.go).
+	if err := cloexec.Except(); err != nil {
+		log.Error("sandbox-processapi: cannot keep inherited descriptors from commands", "err", err)
+		return 1
 	}
 	if *oomScoreAdj != "" {
 		if _, err := strconv.Atoi(*oomScoreAdj); err != nil {

@@ -6,12 +6,15 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/processmanager"
 	"sigs.k8s.io/agent-sandbox/packages/sandboxd/pkg/server"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cloexec"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
@@ -111,6 +114,11 @@ func (p *processService) start(req *processv1.StartRequest, stream processv1.Pro
 				p.children.Exited(pid)
 			}
 		}()
+	}
+	// The command gets its standard streams and nothing else this process
+	// holds (internal/cloexec).
+	if err := cloexec.Except(); err != nil {
+		return status.Errorf(codes.Internal, "start the command with only its own descriptors: %v", err)
 	}
 	return p.ProcessServer.Start(p.withEnv(req), w)
 }

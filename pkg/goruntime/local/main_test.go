@@ -177,6 +177,8 @@ func runHelper(mode string) int {
 		return squatHelper(ctx, opts)
 	case "subid-takeover":
 		return takeoverHelper(ctx, opts)
+	case "descriptors":
+		return descriptorsHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

@@ -135,7 +135,7 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	// rlimits, mounts a memory disk, makes the network namespace with its
 	// limits (netns.go), takes the sandbox's ids and becomes bubblewrap:
 	// every sandbox process starts inside the limits.
-	plan := gate.Plan{WaitFD: releaseFD, Rlimits: b.opts.rlimits(), Disk: st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
+	plan := gate.Plan{WaitFD: releaseFD, Pass: x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
 	plan.UID, plan.GID = st.gateIDs()
 	if st.disk != nil && st.memory == nil {
 		// The disk goes with the sandbox into a mount namespace of its

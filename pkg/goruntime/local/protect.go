@@ -68,6 +68,18 @@ func (x *extraFiles) add(f *os.File) int {
 	return 2 + len(x.files)
 }
 
+// pass lists the descriptors of x but skip: what the gate hands on to
+// bubblewrap (gate.Plan.Pass).
+func (x *extraFiles) pass(skip int) []int {
+	var fds []int
+	for fd := 3; fd < 3+len(x.files); fd++ {
+		if fd != skip {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
 // pipeWith returns the read end of a pipe holding data (which must fit
 // the pipe's buffer: 64 KiB).
 func (x *extraFiles) pipeWith(data []byte) (int, error) {
