@@ -57,6 +57,20 @@ func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name str
 	return out
 }
 
+// seededStateDir is the state directory prepareSeed prepared, named, for
+// a test that looks into it: $LOCAL_TEST_STATE_DIR, else the default.
+func seededStateDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("LOCAL_TEST_STATE_DIR"); dir != "" {
+		return dir
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(cache, "go-runtime-sandbox")
+}
+
 // handleSandbox is what the state directory says of a handle's sandbox:
 // where it lives and what it holds on the host.
 type handleSandbox struct {
@@ -147,14 +161,7 @@ func assertNothingLeft(t *testing.T, hs handleSandbox) {
 // past its TTL is reaped, a deleted one leaves nothing behind.
 func TestHandleSurvivesKilledServer(t *testing.T) {
 	requireBwrap(t)
-	stateDir := os.Getenv("LOCAL_TEST_STATE_DIR")
-	if stateDir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stateDir = filepath.Join(cache, "go-runtime-sandbox") // the one prepareSeed prepared
-	}
+	stateDir := seededStateDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	logs := &logSink{}

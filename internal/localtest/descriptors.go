@@ -1,9 +1,11 @@
 package localtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,8 +85,9 @@ func InheritedHere() (Inherited, error) {
 // ListCommand is a shell command that prints each descriptor of the
 // shell running it as "/proc/PID/fd/N DEV:INO", for CheckCommand. (The
 // shell lists its own, with nothing open of its own while stat runs but
-// for the directory its glob read, closed by then: stat says it is gone.)
-const ListCommand = `stat -L -c '%n %d:%i' /proc/$$/fd/*`
+// for the directory its glob read, closed by then: stat says it is gone,
+// on standard output too, and the command succeeds.)
+const ListCommand = `stat -L -c '%n %d:%i' /proc/$$/fd/* 2>&1 || true`
 
 // CheckCommand reads ListCommand's output and returns what is wrong with
 // it: a descriptor that is one of in's objects, or any descriptor but the
@@ -144,4 +147,35 @@ func identity(fd int) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+}
+
+// SandboxProcesses lists the host pids of the running local sandbox whose
+// directory is dir (local.Sandbox.Dir): those its record keeps
+// (bubblewrap, the runtime server) and every other process in the
+// server's pid namespace (its process API companion, commands).
+func SandboxProcesses(dir string) ([]int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		Keep   []int `json:"keep"`
+		Server int   `json:"server_pid"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.Server <= 0 || len(m.Keep) == 0 {
+		return nil, fmt.Errorf("sandbox.json %s: server pid %d, %v", data, m.Server, err)
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(m.Server) + "/ns/pid")
+	if err != nil {
+		return nil, fmt.Errorf("the server's pid namespace: %w", err)
+	}
+	pids := m.Keep
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range all {
+		pid, _ := strconv.Atoi(filepath.Base(p))
+		if l, err := os.Readlink(p + "/ns/pid"); err == nil && l == ns && !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -3,12 +3,10 @@ package local_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,45 +124,16 @@ func descriptorsHelper(ctx context.Context, opts local.Options) int {
 	for _, b := range in.CheckCommand(res.Stdout + res.Stderr) {
 		fmt.Println("command (process API): " + b)
 	}
-	pids, err := sandboxProcesses(sb.(*local.Sandbox).Dir())
+	pids, err := localtest.SandboxProcesses(sb.(*local.Sandbox).Dir())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if len(pids) < 3 {
+		fmt.Fprintln(os.Stderr, "sandbox processes", pids, "want bubblewrap, the server and its companion at least")
 		return 1
 	}
 	fmt.Println("pids", strings.Trim(fmt.Sprint(pids), "[]"))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
-}
-
-// sandboxProcesses lists the host pids of the sandbox whose directory is
-// dir: those its record keeps (bubblewrap, the runtime server) and every
-// process in the server's pid namespace (the process API's companion).
-func sandboxProcesses(dir string) ([]int, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
-	if err != nil {
-		return nil, err
-	}
-	var m struct {
-		Keep   []int `json:"keep"`
-		Server int   `json:"server_pid"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil || m.Server <= 0 {
-		return nil, fmt.Errorf("sandbox.json %s: server pid %d, %v", data, m.Server, err)
-	}
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(m.Server) + "/ns/pid")
-	if err != nil {
-		return nil, fmt.Errorf("the server's pid namespace: %w", err)
-	}
-	pids := m.Keep
-	all, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range all {
-		pid, _ := strconv.Atoi(filepath.Base(p))
-		if l, err := os.Readlink(p + "/ns/pid"); err == nil && l == ns && pid != m.Server {
-			pids = append(pids, pid)
-		}
-	}
-	if len(pids) < 3 {
-		return nil, fmt.Errorf("sandbox processes %v: want bubblewrap, the server and its companion", pids)
-	}
-	return pids, nil
 }
