@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxattack"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
@@ -81,7 +82,8 @@ func podAttacks() []string {
 // container has a new one.
 const serverStart = "cut -d' ' -f22 /proc/1/stat"
 
-// testPodAttacks runs the pod battery in a claimed pod: after each attack
+// testPodAttacks checks a command's descriptors in a claimed pod
+// (checkPodDescriptors), then runs the pod battery: after each attack
 // the runtime server (PID 1) still answers, it is the same process (start
 // time), and /app still holds the file written before; at the end the
 // runtime container has not restarted. The memory attacks must be
@@ -104,6 +106,7 @@ func testPodAttacks(t *testing.T, rt *runtimeTarget) {
 		t.Fatalf("build the attack program in the pod: %v %+v", err, arm)
 	}
 	start := strings.TrimSpace(arm.Stdout)
+	checkPodDescriptors(ctx, t, sb)
 	cmds := podAttacks()
 	held := 0
 	for _, cmd := range cmds {
@@ -144,6 +147,32 @@ func testPodAttacks(t *testing.T, rt *runtimeTarget) {
 		}
 	}
 	reportPodAttacks(t, rt, held, len(cmds))
+}
+
+// checkPodDescriptors runs localtest.ListCommand in the pod through the
+// runtime contract and, where the sandbox streams, the process API: a
+// command gets its standard streams and no other descriptor of the pod's
+// runtime server (internal/cloexec).
+func checkPodDescriptors(ctx context.Context, t *testing.T, sb goruntime.Sandbox) {
+	t.Helper()
+	req := goruntime.ExecRequest{Command: localtest.ListCommand, Timeout: 20 * time.Second}
+	res, err := sb.Exec(ctx, req)
+	if err != nil {
+		t.Fatalf("list a command's descriptors in the pod: %v", err)
+	}
+	for _, b := range (localtest.Inherited{}).CheckCommand(res.Stdout + res.Stderr) {
+		t.Errorf("a command in the pod (runtime contract): %s", b)
+	}
+	ss, ok := sb.(goruntime.StreamingSandbox)
+	if !ok {
+		return
+	}
+	if res, err = ss.ExecStream(ctx, req, func(goruntime.Chunk) {}); err != nil {
+		t.Fatalf("list a streamed command's descriptors in the pod: %v", err)
+	}
+	for _, b := range (localtest.Inherited{}).CheckCommand(res.Stdout + res.Stderr) {
+		t.Errorf("a command in the pod (process API): %s", b)
+	}
 }
 
 // testPodDeletionWithinGrace deletes a claimed pod the way kubelet stops
