@@ -94,6 +94,58 @@ func TestRlimits(t *testing.T) {
 	}
 }
 
+// TestPassesOnlyThePlans: the command gets the descriptors the plan
+// passes and none of the others the gate inherited: not its release, not
+// one its starter handed it, not one the starter itself inherited
+// without close-on-exec (as a launcher's reach mcp-server).
+func TestPassesOnlyThePlans(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, released, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer released.Close()
+	passed, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer passed.Close()
+	stray, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Close()
+	// Inherited by this process without the flag, as from a launcher.
+	leaked, err := syscall.Dup(int(stray.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leaked)
+	cmd, err := Command(exe, Plan{WaitFD: 3, Pass: []int{4}, Command: []string{"/bin/sh", "-c", `ls /proc/$$/fd | tr '\n' ' '`}}, nil, []string{"PATH=/usr/bin:/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.ExtraFiles = []*os.File{release, passed, stray}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	release.Close()
+	if _, err := released.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gate: %v: %s", err, &out)
+	}
+	if got, want := out.String(), "0 1 2 4 "; got != want {
+		t.Errorf("the command's descriptors: %q, want %q (the plan passes 4; 3 was the release, 5 and %d were the starter's)", got, want, leaked)
+	}
+}
+
 // TestReleaseLost: a gate whose release pipe closes unwritten (the
 // backend gave up) exits 97 without running its command.
 func TestReleaseLost(t *testing.T) {
@@ -183,6 +235,8 @@ func TestPlanRefused(t *testing.T) {
 		"dir leaves the disk": {Disk: disk(func(d *Disk) { d.Dirs = []string{"../x"} }), Command: []string{"/bin/true"}},
 		"file off the disk":   {Disk: disk(func(d *Disk) { d.Files = []File{{Name: "/etc/x"}} }), Command: []string{"/bin/true"}},
 		"relative bind":       {Disk: disk(func(d *Disk) { d.Binds = []Bind{{Src: "x", Name: "x"}} }), Command: []string{"/bin/true"}},
+		"pass stdout":         {Pass: []int{1}, Command: []string{"/bin/true"}},
+		"pass the release":    {WaitFD: 3, Pass: []int{3}, Command: []string{"/bin/true"}},
 	} {
 		if _, err := p.Args(); err == nil {
 			t.Errorf("%s: Args() accepted %+v", name, p)
