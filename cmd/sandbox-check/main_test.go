@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,16 @@ import (
 // as one: with no sandbox-server beside it, the check's gate is the
 // program itself, as it is for bin/sandbox-check without one (main calls
 // local.ServeIfChild first).
+// printSetupEnv makes this test binary print local.SetupCommand for its
+// value and exit (TestSetupCommand runs a copy named sandbox-check).
+const printSetupEnv = "SANDBOX_CHECK_TEST_PRINT_SETUP"
+
 func TestMain(m *testing.M) {
 	local.ServeIfChild()
+	if name := os.Getenv(printSetupEnv); name != "" {
+		fmt.Println(local.SetupCommand(name))
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
@@ -103,20 +112,34 @@ func TestSetupUserNeedsRoot(t *testing.T) {
 }
 
 // TestSetupCommand: the command printed for root names a binary that
-// outlives this run: this one, or one built from the checkout when go run
+// outlives this run by its absolute path: this one (named sandbox-check,
+// as make build names it), or one built from the checkout when go run
 // built this in a temporary directory.
 func TestSetupCommand(t *testing.T) {
-	got := setupCommand("alice")
-	exe, _ := os.Executable()
-	want := "sudo " + exe + " --setup-user=alice"
-	if strings.Contains(exe, "/go-build") {
-		want = "go build -o bin/ ./cmd/sandbox-check && sudo bin/sandbox-check --setup-user=alice"
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sandbox-check")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got != want {
-		t.Errorf("setupCommand = %q, want %q", got, want)
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if w := word("/tmp/a b/sandbox-check"); w != "'/tmp/a b/sandbox-check'" {
-		t.Errorf("word quoted a path with a space as %s", w)
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), printSetupEnv+"=alice")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(out)), "sudo "+bin+" --setup-user=alice"; got != want {
+		t.Errorf("SetupCommand from %s = %q, want %q", bin, got, want)
+	}
+	if got := local.SetupCommand("alice"); !strings.HasPrefix(got, "sudo /") && !strings.HasPrefix(got, "go build -o bin/ ./cmd/sandbox-check && sudo bin/sandbox-check --setup-user=alice") {
+		t.Errorf("SetupCommand from the test binary = %q: neither an absolute path nor a build first", got)
 	}
 }
 

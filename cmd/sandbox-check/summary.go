@@ -5,13 +5,10 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -55,7 +52,7 @@ func summarize(w io.Writer, prots []local.Protection, opts local.Options) {
 		}
 	}
 	if len(adds) > 0 {
-		fmt.Fprintf(w, "Root adds %s with one command, once per boot:\n    %s\n", list(adds), setupCommand(name))
+		fmt.Fprintf(w, "Root adds %s with one command, once per boot:\n    %s\n", list(adds), local.SetupCommand(name))
 		for _, s := range steps {
 			fmt.Fprintf(w, "  (it will %s)\n", s.What)
 		}
@@ -69,28 +66,6 @@ func summarize(w io.Writer, prots []local.Protection, opts local.Options) {
 	if len(rest) > 0 {
 		fmt.Fprintf(w, "No setup by root adds %s for %s: see the fix above.\n", list(rest), name)
 	}
-}
-
-// setupCommand is the command line that runs this program's one-time
-// setup for user as root. A binary go run built in a temporary directory
-// is gone when it exits: then build one to keep.
-func setupCommand(user string) string {
-	flag := "--setup-user=" + user
-	exe, err := os.Executable()
-	if err != nil || strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		return "go build -o bin/ ./cmd/sandbox-check && sudo bin/sandbox-check " + flag
-	}
-	return "sudo " + word(exe) + " " + flag
-}
-
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9/._+-]+$`)
-
-// word quotes s for sh only when it needs it.
-func word(s string) string {
-	if plainWord.MatchString(s) {
-		return s
-	}
-	return shell.Quote(s)
 }
 
 func list(names []string) string {

@@ -16,6 +16,15 @@ func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// Word returns s as one sh word, quoted (Quote) only when it holds a
+// character sh would read specially: a path or a name stays readable.
+func Word(s string) string {
+	if s != "" && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+-=") == "" {
+		return s
+	}
+	return Quote(s)
+}
+
 // NamePattern describes the names ValidName accepts, for error messages.
 const NamePattern = "[A-Za-z_][A-Za-z0-9_]*"
 

@@ -4,7 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/shell"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
@@ -15,6 +22,35 @@ import (
 // --setup-user does it, scripts/host-setup.sh asks sudo for it (make demo,
 // make deps), and sandbox-check run as the user names it as the one command
 // that adds what is missing.
+
+// SetupCommand is the one-time setup for the user name as a command line
+// to paste as it is printed: sudo and the absolute path of a
+// sandbox-check binary (sudo's PATH has neither the user's bin
+// directories nor go), found next to this program (make build puts every
+// binary in bin/) or on PATH. Where there is none, or only one go run
+// built in a temporary directory, it builds one in a checkout's bin/
+// first. Every fix that names the setup prints it (the library's errors,
+// sandbox-check, and so mcp-server and the demo).
+func SetupCommand(name string) string {
+	flag := " --setup-user=" + shell.Word(name)
+	var found []string
+	if exe, err := os.Executable(); err == nil {
+		found = append(found, filepath.Join(filepath.Dir(exe), "sandbox-check"))
+	}
+	if p, err := exec.LookPath("sandbox-check"); err == nil {
+		found = append(found, p)
+	}
+	for _, p := range found {
+		abs, err := filepath.Abs(p)
+		if err != nil || strings.Contains(abs, string(filepath.Separator)+"go-build") || unix.Access(abs, unix.X_OK) != nil {
+			continue
+		}
+		if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
+			return "sudo " + shell.Word(abs) + flag
+		}
+	}
+	return "go build -o bin/ ./cmd/sandbox-check && sudo bin/sandbox-check" + flag + " (in a checkout of go-runtime-sandbox)"
+}
 
 // SetupStep is one thing the one-time setup does.
 type SetupStep struct {

@@ -218,7 +218,7 @@ func fileTableProblem(memoryBytes, fileMax int64) *Protection {
 		Detail: fmt.Sprintf("fs.file-max is %d, but one sandbox within its %d MiB memory limit can hold %d open files (mapped files are not counted by RLIMIT_NOFILE), "+
 			"more than a quarter of the host's table: it would keep every other process from opening files",
 			fileMax, memoryBytes>>20, memoryBytes/mappedFileBytes),
-		Fix: fmt.Sprintf("raise it as systemd does at every boot: sudo scripts/host-setup.sh (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
+		Fix: fmt.Sprintf("raise it as systemd does at every boot: %s (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
 			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, with Options.DiskBytes when the disk is in memory); or relax it (Options.Relax.FileTable)",
-			systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
+			SetupCommand(callerName()), systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
 }

@@ -170,7 +170,7 @@ const scopeTimeout = 30 * time.Second
 // cgroupFix says how a caller without cgroups gets them on this host.
 func cgroupFix() string {
 	if cgroups.V1() {
-		return "run as root; or have root give you a cgroup group of your own, once per boot: sudo sandbox-check --setup-user=" + callerName()
+		return "run as root; or have root give you a cgroup group of your own, once per boot: " + SetupCommand(callerName())
 	}
 	return "run as root; or start the program in a cgroup systemd delegates to you: systemd-run --user --scope -p Delegate=yes <command>"
 }
