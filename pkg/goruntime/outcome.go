@@ -45,6 +45,11 @@ var (
 	// file.go:12:3: message, as gc and vet print it. The column is required:
 	// a program logging with log.Lshortfile prints "main.go:12: message".
 	compileErrRE = regexp.MustCompile(`(?m)^\s*[^\s:]+\.go:\d+:\d+: `)
+	// file.go:12: message, without the column: what the go command prints
+	// for a syntax error under a //line directive (GOROOT/test's
+	// fixedbugs/issue18393.go), with no "# pkg" header. A build failure
+	// only when the command runs no program of its own (soleGoCommand).
+	compileErrNoColRE = regexp.MustCompile(`(?m)^\s*[^\s:]+\.go:\d+: `)
 	// The last line go run prints when the program it built exits non-zero:
 	// the build succeeded, so the output before it is the program's own.
 	goRunExitRE = regexp.MustCompile(`(?m)^exit status \d+\n?\z`)
@@ -102,7 +107,8 @@ func Classify(command string, r *ExecResult) Outcome {
 			return OutcomeTestFailed
 		case panicRE.MatchString(r.Stderr):
 			return OutcomePanic
-		case compileErrRE.MatchString(r.Stderr), goToolErrRE.MatchString(r.Stderr), strings.Contains(r.Stderr, "\n# ") || strings.HasPrefix(r.Stderr, "# "):
+		case compileErrRE.MatchString(r.Stderr), goToolErrRE.MatchString(r.Stderr), strings.Contains(r.Stderr, "\n# ") || strings.HasPrefix(r.Stderr, "# "),
+			soleGoCommand(command) && compileErrNoColRE.MatchString(r.Stderr):
 			return OutcomeBuildFailed
 		}
 	}
@@ -138,6 +144,15 @@ func FileSizeLimitHit(r *ExecResult) bool {
 		}
 	}
 	return false
+}
+
+// soleGoCommand reports whether command is one go command and nothing
+// else (no list, pipeline, substitution or redirection), so that what it
+// printed is the go tool's or, under go run, followed by its "exit
+// status" trailer.
+func soleGoCommand(command string) bool {
+	c := strings.TrimSpace(command)
+	return strings.HasPrefix(c, "go ") && !strings.ContainsAny(c, ";&|`$()<>\n")
 }
 
 // usesGoTool reports whether command invokes the go command.

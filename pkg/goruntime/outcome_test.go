@@ -23,6 +23,10 @@ func TestClassify(t *testing.T) {
 			Stderr: "# example.com/x\n./main.go:11:1: missing return\n./main.go:15:27: undefined: totl\n"}, OutcomeBuildFailed},
 		{"syntax error", "go build ./...", ExecResult{ExitCode: 1,
 			Stderr: "# example.com/x\n./main.go:10:1: syntax error: unexpected EOF, expected }\n"}, OutcomeBuildFailed},
+		// A //line directive leaves no column, and a syntax error found
+		// while loading has no "# pkg" header (GOROOT/test/fixedbugs/issue18393.go).
+		{"syntax error under a //line directive", "go run issue18393.go", ExecResult{ExitCode: 1,
+			Stderr: "issue18393.go:20: import path must be a string\n"}, OutcomeBuildFailed},
 		{"vet finding", "go vet .", ExecResult{ExitCode: 1,
 			Stderr: "main.go:19:20: fmt.Printf format %d has arg name of wrong type string\n"}, OutcomeBuildFailed},
 		{"unknown module", "go run .", ExecResult{ExitCode: 1,
@@ -52,6 +56,8 @@ func TestClassify(t *testing.T) {
 		{"log.Lshortfile under go run", "go run .", ExecResult{ExitCode: 1,
 			Stderr: "main.go:22: load: no such file or directory\nmain.go:23: cannot continue without settings\nexit status 1\n"}, OutcomeRuntimeError},
 		{"log.Lshortfile in a binary", "go build -o app . && ./app", ExecResult{ExitCode: 1,
+			Stderr: "main.go:22: load: no such file or directory\n"}, OutcomeRuntimeError},
+		{"log.Lshortfile after a go command", "go build -o app . && ./app > out.txt", ExecResult{ExitCode: 1,
 			Stderr: "main.go:22: load: no such file or directory\n"}, OutcomeRuntimeError},
 		{"compiler-like findings under go run", "go run .", ExecResult{ExitCode: 1, Stdout: "FAIL: 2 findings\n",
 			Stderr: "# Findings\nhandlers.go:12:5: error returned by Close is ignored\nexit status 1\n"}, OutcomeRuntimeError},
