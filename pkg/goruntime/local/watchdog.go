@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -128,14 +127,12 @@ func (s *Sandbox) serverState() string {
 	if !procfs.Alive(s.meta.Server, s.meta.ServerAt) || !procfs.Alive(s.meta.PID, s.meta.StartTime) {
 		return "exited"
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.meta.Server) + "/stat")
+	st, err := procfs.ReadStat(s.meta.Server)
 	if err != nil {
 		return "exited"
 	}
-	if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
-		if f := strings.Fields(string(data[i+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
-			return "stopped"
-		}
+	if st.State == 'T' || st.State == 't' {
+		return "stopped"
 	}
 	return "running"
 }
