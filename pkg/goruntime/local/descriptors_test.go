@@ -29,10 +29,14 @@ func TestInheritedFDs(t *testing.T) {
 	checkDescriptorsHelper(t, cmd, in)
 }
 
+// descriptorsUID is the user TestInheritedFDsAsUser runs the backend as
+// (beside the other rootless tests' 65530 to 65533).
+const descriptorsUID = 65529
+
 // TestInheritedFDsAsUser is the same for a backend run by a user other
 // than root, with its sandboxes' own subordinate ids.
 func TestInheritedFDsAsUser(t *testing.T) {
-	u := newAsUser(t, 61917, "fdtest", 1_900_000, true)
+	u := newAsUser(t, descriptorsUID, "grs-descriptors", rootlessSubIDs+3*65536, true)
 	files, in := localtest.Inherit(t)
 	cmd := u.command("descriptors", true)
 	cmd.ExtraFiles = files
