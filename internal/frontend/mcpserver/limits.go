@@ -70,7 +70,7 @@ func (s *Server) explainLimit(err error) error {
 // idleText says when a session's sandbox closes, for a message.
 func idleText(ttl time.Duration) string {
 	if ttl > 0 {
-		return "its sandbox closes with it, or after " + ttl.String() + " without a call (--idle-ttl)"
+		return "its sandbox closes with it; an idle one closes after --idle-ttl, " + ttl.String()
 	}
 	return "its sandbox closes with it; --idle-ttl=0 keeps idle ones"
 }
