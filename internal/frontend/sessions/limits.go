@@ -34,14 +34,14 @@ type use struct {
 // addLocked adds d to principal's use, forgetting a principal that holds
 // nothing. p.mu is held.
 func (p *Pool) addLocked(principal string, d use) {
-	u := p.use[principal]
+	u := p.byPrincipal[principal]
 	u.sessions += d.sessions
 	u.making += d.making
 	if u == (use{}) {
-		delete(p.use, principal)
+		delete(p.byPrincipal, principal)
 		return
 	}
-	p.use[principal] = u
+	p.byPrincipal[principal] = u
 }
 
 // outside is what Config.Others and Config.OthersOf count: the
@@ -74,7 +74,7 @@ func (p *Pool) outside(ctx context.Context, principal string) (outside, error) {
 // share is told so first: that is what it can act on. p.mu is held.
 func (p *Pool) roomLocked(principal string, out outside) error {
 	if max := p.cfg.MaxPerPrincipal; max > 0 {
-		u := p.use[principal]
+		u := p.byPrincipal[principal]
 		if n := u.sessions + u.making + out.mine; n >= max {
 			return fmt.Errorf("open a sandbox: %q already holds %d of the %d sandboxes one principal may hold at once (%d for its sessions, %d durable): %w",
 				principal, n, max, u.sessions, u.making+out.mine, ErrPrincipalFull)

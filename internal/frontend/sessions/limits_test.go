@@ -28,7 +28,7 @@ func openAs(p *Pool, key, principal string, ended chan struct{}) error {
 func held(p *Pool, principal string) use {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.use[principal]
+	return p.byPrincipal[principal]
 }
 
 // counted reports whether the pool counts nothing at all: no session
@@ -36,7 +36,7 @@ func held(p *Pool, principal string) use {
 func counted(p *Pool) (open, making, principals int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.open, p.making, len(p.use)
+	return p.open, p.making, len(p.byPrincipal)
 }
 
 // waitHeld waits until principal holds want session sandboxes in the

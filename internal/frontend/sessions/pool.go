@@ -63,13 +63,13 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	slots   map[string]*slot
-	open    int                          // the slots' sandboxes open or opening
-	making  int                          // sandboxes made outside the pool now (Reserve)
-	use     map[string]use               // open and making, by principal (limits.go)
-	closed  bool                         // Close was called
-	opening map[*slot]goruntime.Progress // the latest progress of opens in flight
+	mu          sync.Mutex
+	slots       map[string]*slot
+	open        int                          // the slots' sandboxes open or opening
+	making      int                          // sandboxes made outside the pool now (Reserve)
+	byPrincipal map[string]use               // open and making, by principal (limits.go)
+	closed      bool                         // Close was called
+	opening     map[*slot]goruntime.Progress // the latest progress of opens in flight
 }
 
 // slot is the state of one client. Holding its turn serializes the
@@ -94,7 +94,7 @@ func New(cfg Config) *Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{backend: cfg.Backend, cfg: cfg, log: log, slots: map[string]*slot{}, use: map[string]use{},
+	return &Pool{backend: cfg.Backend, cfg: cfg, log: log, slots: map[string]*slot{}, byPrincipal: map[string]use{},
 		opening: map[*slot]goruntime.Progress{}}
 }
 
