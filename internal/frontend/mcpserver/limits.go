@@ -24,15 +24,10 @@ const PerPrincipalAuto = -1
 // but one principal must still not take the machine.
 const autoFallbackShare = 8
 
-// principalCount is how many principals can call: the tokens file's
-// names and the single token's, or one (stdio, or HTTP without auth:
-// every caller is the same principal).
+// principalCount is how many principals can call: the tokens', or one
+// (stdio, or HTTP without auth: every caller is the same principal).
 func (c Config) principalCount() int {
-	n := len(c.HTTP.Principals)
-	if c.HTTP.Token != "" {
-		n++
-	}
-	return max(n, 1)
+	return max(c.HTTP.CountPrincipals(), 1)
 }
 
 // autoShare is the share --max-sandboxes-per-principal=auto gives: with
