@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		showVersion = fs.Bool("version", false, "print the version and exit")
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): tool calls by tool and outcome, call duration, sandboxes open, open latency; and the probes GET /healthz (the process serves) and GET /readyz (200 while it takes calls, 503 once it is shutting down); empty: off")
 		tokenFile   = fs.String("auth-token-file", "", "http: require \"Authorization: Bearer <token>\" with the token in this file (default: $"+mcphttp.TokenEnv+" if set; else no auth); its principal is named \""+mcphttp.DefaultPrincipal+"\"")
-		tokensFile  = fs.String("auth-tokens-file", "", "http: named principals, a file of name:token lines (# comments; tokens of 16 bytes or more): a request's principal is the name of its token, and the sandboxes it creates (create_sandbox) are that principal's alone; with --auth-token-file, both are accepted")
+		tokensFile  = fs.String("auth-tokens-file", "", "http: named principals, a file of name:token lines (# comments; tokens of 16 bytes or more): a request's principal is the name of its token, and the sandboxes it creates (create_sandbox) are that principal's alone; every sandbox, its MCP sessions' too, counts against its share (--max-sandboxes-per-principal); with --auth-token-file, both are accepted")
 	)
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {

@@ -268,6 +268,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{[]string{"--stateless"}, "--stateless works over HTTP only"},
 		{[]string{"--max-ttl=0s"}, "--max-ttl=0s: must be at least 1s"},
 		{[]string{"--max-sandboxes-per-principal=-1"}, "--max-sandboxes-per-principal=-1: must not be negative"},
+		{[]string{"--max-sandboxes=4", "--max-sandboxes-per-principal=5"}, "--max-sandboxes-per-principal=5 is above --max-sandboxes=4"},
 		{[]string{"--sse-close-after=-1s"}, "--sse-close-after=-1s: must not be negative"},
 		{[]string{"--http=127.0.0.1:0", "--auth-tokens-file=/nonexistent/tokens"}, "--auth-tokens-file: read tokens file"},
 	}

@@ -96,6 +96,11 @@ func (c Config) principals() []Principal {
 	return ps
 }
 
+// CountPrincipals is how many principals Config's tokens stand for:
+// Config.Principals, and Config.Token as DefaultPrincipal. 0: auth is
+// off, and every caller is AnonymousPrincipal.
+func (c Config) CountPrincipals() int { return len(c.principals()) }
+
 // match returns the principal whose token is got, comparing with every
 // one in constant time (no early exit), or "".
 func match(ps []Principal, got string) string {

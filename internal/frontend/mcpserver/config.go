@@ -14,9 +14,9 @@ import (
 )
 
 // Config configures a Server. A zero duration means unset and takes the
-// default named on its field (Defaults has them all); IdleTTL and
-// MaxSandboxes have no unset value: 0 means never and no limit, here and
-// on the command line alike.
+// default named on its field (Defaults has them all); IdleTTL,
+// MaxSandboxes and MaxSandboxesPerPrincipal have no unset value: 0 means
+// never and no limit, here and on the command line alike.
 type Config struct {
 	// Backend provisions the sandboxes. Required.
 	Backend goruntime.Backend
@@ -64,6 +64,19 @@ type Config struct {
 	// creating at the same instant may pass it by one each (Defaults:
 	// 16). 0 means no limit.
 	MaxSandboxes int
+	// MaxSandboxesPerPrincipal bounds the sandboxes one principal holds
+	// at once: its MCP sessions' (each counts against the principal whose
+	// call opened it, until it closes) and its handles (create_sandbox,
+	// and a stateless call's), so that one principal cannot lock the
+	// others out. 0 means no limit. PerPrincipalAuto (Defaults) means:
+	// with two or more principals (HTTP.Principals, HTTP.Token), half of
+	// MaxSandboxes, at least 1 (8 when MaxSandboxes is 0); with one, no
+	// bound of its own (New sets the number, autoShare). At most
+	// MaxSandboxes when both are set. Handles are counted in the backend
+	// and sessions in this process: with replicas, a principal's sessions
+	// on each replica count apart, and replicas creating at the same
+	// instant may pass it by one each.
+	MaxSandboxesPerPrincipal int
 
 	// Stateless serves Streamable HTTP without MCP sessions (go-sdk's
 	// StreamableHTTPOptions.Stateless): MCP 2026-07-28 clients natively,
@@ -76,11 +89,6 @@ type Config struct {
 	// ttl_seconds); handles get min(30 min, MaxTTL) by default
 	// (Defaults: 24 h).
 	MaxTTL time.Duration
-	// MaxSandboxesPerPrincipal bounds the handles one principal holds at
-	// once (Defaults: 8). 0 means no limit. Checked against the
-	// backend's list at create: replicas creating at the same instant may
-	// pass it by one each.
-	MaxSandboxesPerPrincipal int
 	// EventStoreBytes bounds the memory that keeps HTTP streams' events
 	// for clients that reconnect with Last-Event-ID (go-sdk's
 	// MemoryEventStore; Defaults: 16 MiB). Resumption needs the same
@@ -126,7 +134,6 @@ const (
 	defaultProgressInterval = time.Second
 	defaultMaxRequestBytes  = 4 << 20
 	defaultMaxTTL           = 24 * time.Hour
-	defaultMaxPerPrincipal  = 8
 	defaultEventStoreBytes  = 16 << 20
 	defaultSSECloseAfter    = 30 * time.Second
 )
@@ -144,7 +151,7 @@ func Defaults() Config {
 		MaxTTL:                   defaultMaxTTL,
 		EventStoreBytes:          defaultEventStoreBytes,
 		SSECloseAfter:            defaultSSECloseAfter,
-		MaxSandboxesPerPrincipal: defaultMaxPerPrincipal,
+		MaxSandboxesPerPrincipal: PerPrincipalAuto,
 		HTTP:                     mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
 	}
 }
@@ -169,7 +176,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SSECloseAfter, "sse-close-after", c.SSECloseAfter, "http: close the event stream of a tool call still running after this long (and again each time it passes, when the call sent progress since), asking the client to reconnect (SSE retry) and resume from the server's event store, so responses do not outlast a proxy's timeout; for MCP 2025-11-25 clients (0: never)")
 	fs.BoolVar(&c.Stateless, "stateless", c.Stateless, "http: serve without MCP sessions (MCP 2026-07-28 natively, older clients too), so any replica can serve any call: no session keeps a sandbox; calls name one with sandbox_id (create_sandbox), and run_go_code or check_go_code without it make a new one and return its sandbox_id")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", c.MaxTTL, "the longest idle TTL create_sandbox's ttl_seconds may ask for; a sandbox ends once unused this long (default TTL: 30m or this, the shorter)")
-	fs.IntVar(&c.MaxSandboxesPerPrincipal, "max-sandboxes-per-principal", c.MaxSandboxesPerPrincipal, "most sandboxes (create_sandbox) one principal (an auth token's name) holds at once (0: no limit)")
+	fs.Var(shareFlag{&c.MaxSandboxesPerPrincipal}, "max-sandboxes-per-principal", fmt.Sprintf("most sandboxes (a `number`, or auto) one principal (an auth token's name) holds at once, its MCP sessions' and create_sandbox's (and stateless calls') together; past it its next one is refused with an error naming this flag, while other principals keep theirs. auto: with two or more principals (--auth-tokens-file, --auth-token-file) half of --max-sandboxes, at least 1 (%d when --max-sandboxes=0), so no principal can take the whole server; with one principal (stdio, no auth, a single token) no bound but --max-sandboxes. 0: no limit; a number may not exceed --max-sandboxes", autoFallbackShare))
 	fs.Func("allowed-origin", "http: a browser origin (scheme://host[:port]) allowed to call besides the server's own; repeatable. Requests with any other Origin header get 403", func(v string) error {
 		c.HTTP.AllowedOrigins = append(c.HTTP.AllowedOrigins, strings.TrimSuffix(v, "/"))
 		return nil
@@ -188,8 +195,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate is the one check of a Config's values, named by their flags:
 // timeouts must be positive (set: New fills unset ones from Defaults
 // first), --max-timeout at least --timeout, --idle-ttl and
-// --max-sandboxes not negative, --claim without surrounding spaces,
-// every --allowed-origin a scheme://host[:port].
+// --max-sandboxes not negative, --max-sandboxes-per-principal a
+// number or auto and at most --max-sandboxes, --claim without
+// surrounding spaces, every --allowed-origin a scheme://host[:port].
 func (c Config) Validate() error {
 	switch {
 	case strings.TrimSpace(c.Claim) != c.Claim:
@@ -210,8 +218,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("progress interval %s: must be positive", c.ProgressInterval)
 	case c.MaxTTL < goruntime.MinHandleTTL:
 		return fmt.Errorf("--max-ttl=%s: must be at least %s", c.MaxTTL, goruntime.MinHandleTTL)
-	case c.MaxSandboxesPerPrincipal < 0:
-		return fmt.Errorf("--max-sandboxes-per-principal=%d: must not be negative (0 means no limit)", c.MaxSandboxesPerPrincipal)
+	case c.MaxSandboxesPerPrincipal < PerPrincipalAuto:
+		return fmt.Errorf("--max-sandboxes-per-principal=%d: must not be negative (0 means no limit, auto the default share)", c.MaxSandboxesPerPrincipal)
+	case c.MaxSandboxes > 0 && c.MaxSandboxesPerPrincipal > c.MaxSandboxes:
+		return fmt.Errorf("--max-sandboxes-per-principal=%d is above --max-sandboxes=%d: no principal could hold that many; set it to at most %d, or auto (the default share)",
+			c.MaxSandboxesPerPrincipal, c.MaxSandboxes, c.MaxSandboxes)
 	case c.EventStoreBytes < 0:
 		return fmt.Errorf("event store bytes %d: must not be negative", c.EventStoreBytes)
 	case c.MaxRequestBytes < 0:
@@ -224,8 +235,8 @@ func (c Config) Validate() error {
 }
 
 // withDefaults fills what is unset (nil Logger, empty Version, zero
-// durations other than IdleTTL, zero MaxRequestBytes) and validates the
-// result.
+// durations other than IdleTTL, zero MaxRequestBytes), validates the
+// result and sets the auto share (MaxSandboxesPerPrincipal).
 func (c Config) withDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, errors.New("mcpserver: Config.Backend is required")
@@ -253,6 +264,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return c, err
+	}
+	if c.MaxSandboxesPerPrincipal == PerPrincipalAuto {
+		c.MaxSandboxesPerPrincipal = c.autoShare()
 	}
 	c.Session.DefaultTimeout = c.DefaultTimeout
 	if c.Session.Logger == nil {

@@ -46,6 +46,7 @@ const (
 //   - without, over stdio and stateful HTTP, the caller's MCP session's
 //     own sandbox (the pool's process-wide client over stdio, where
 //     sessions have no ID), holding the session's turn (sessions.Pool.Do);
+//     one it opens counts against the caller's principal until it closes;
 //   - without, on a stateless server, a new handle for needWork
 //     (run_go_code, check_go_code: the result names it), else an error
 //     asking for sandbox_id.
@@ -63,7 +64,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, sandboxID s
 		return s.createForCall(ctx, req, fn)
 	}
 	var u used
-	c := sessions.Call{Key: sessions.ProcessKey, Open: n != needExisting, Announce: announce}
+	c := sessions.Call{Key: sessions.ProcessKey, Principal: s.principal(req), Open: n != needExisting, Announce: announce}
 	if ss := req.Session; ss != nil && ss.ID() != "" {
 		c.Key = ss.ID()
 		c.Ended = func() <-chan struct{} {
@@ -81,7 +82,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, sandboxID s
 		}
 		return fn(sess, fresh)
 	})
-	return u, err
+	return u, s.explainLimit(err)
 }
 
 // withHandle runs fn in the sandbox of the caller's handle id, attached

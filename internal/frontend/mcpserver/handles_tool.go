@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -30,10 +29,6 @@ const (
 	// none (capped by Config.MaxTTL).
 	defaultHandleTTL = 30 * time.Minute
 )
-
-// ErrTooManyHandles is wrapped by create_sandbox's error when the caller
-// holds Config.MaxSandboxesPerPrincipal handles.
-var ErrTooManyHandles = errors.New("too many sandboxes")
 
 // principal is the identity a call's handles belong to.
 func (s *Server) principal(req *mcp.CallToolRequest) string {
@@ -65,6 +60,20 @@ func (s *Server) countHandles(ctx context.Context) (int, error) {
 	return hb.CountHandles(ctx)
 }
 
+// countHandlesOf is how many live handles principal holds in the
+// backend (0 without handles).
+func (s *Server) countHandlesOf(ctx context.Context, principal string) (int, error) {
+	hb, ok := s.cfg.Backend.(goruntime.HandleBackend)
+	if !ok {
+		return 0, nil
+	}
+	hs, err := hb.ListHandles(ctx, principal)
+	if err != nil {
+		return 0, fmt.Errorf("list the handles of %q: %w", principal, err)
+	}
+	return len(hs), nil
+}
+
 // handleTTL is the TTL a create asks for in seconds (0: the default),
 // checked against Config.MaxTTL.
 func (s *Server) handleTTL(seconds float64) (time.Duration, error) {
@@ -88,23 +97,13 @@ func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.
 		return goruntime.Handle{}, nil, err
 	}
 	owner := s.principal(req)
-	if err := s.pool.Room(ctx); err != nil {
-		if errors.Is(err, sessions.ErrTooManySandboxes) {
-			return goruntime.Handle{}, nil, fmt.Errorf("create a sandbox: this server allows %d at once, sessions' and every principal's (--max-sandboxes); delete_sandbox one you no longer need or try again later: %w",
-				s.cfg.MaxSandboxes, err)
-		}
-		return goruntime.Handle{}, nil, err
+	// Room in both bounds (--max-sandboxes, --max-sandboxes-per-principal),
+	// held while the handle is made; from then the backend counts it.
+	done, err := s.pool.Reserve(ctx, owner)
+	if err != nil {
+		return goruntime.Handle{}, nil, s.explainLimit(err)
 	}
-	if max := s.cfg.MaxSandboxesPerPrincipal; max > 0 {
-		hs, err := hb.ListHandles(ctx, owner)
-		if err != nil {
-			return goruntime.Handle{}, nil, err
-		}
-		if len(hs) >= max {
-			return goruntime.Handle{}, nil, fmt.Errorf("create a sandbox: you hold %d of at most %d (--max-sandboxes-per-principal); delete_sandbox one you no longer need (list_sandboxes lists them): %w",
-				len(hs), max, ErrTooManyHandles)
-		}
-	}
+	defer done()
 	octx, cancel := context.WithTimeout(ctx, s.cfg.OpenTimeout)
 	defer cancel()
 	start := time.Now()

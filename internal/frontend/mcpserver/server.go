@@ -55,21 +55,29 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.metrics = newMetrics(func() int { return s.pool.Open() }, s.countHandles)
 	pc := sessions.Config{
-		Backend:      cfg.Backend,
-		Session:      cfg.Session,
-		OpenTimeout:  cfg.OpenTimeout,
-		Claim:        cfg.Claim,
-		Persistent:   cfg.Persistent,
-		MaxSandboxes: cfg.MaxSandboxes,
-		Logger:       cfg.Logger,
-		Opened:       s.metrics.opened,
+		Backend:         cfg.Backend,
+		Session:         cfg.Session,
+		OpenTimeout:     cfg.OpenTimeout,
+		Claim:           cfg.Claim,
+		Persistent:      cfg.Persistent,
+		MaxSandboxes:    cfg.MaxSandboxes,
+		MaxPerPrincipal: cfg.MaxSandboxesPerPrincipal,
+		Logger:          cfg.Logger,
+		Opened:          s.metrics.opened,
 	}
 	if _, ok := cfg.Backend.(goruntime.HandleBackend); ok {
-		// Handles are sandboxes too: --max-sandboxes bounds them with
-		// the sessions' (create checks pool.Room).
+		// Handles are sandboxes too: --max-sandboxes and
+		// --max-sandboxes-per-principal bound them with the sessions'
+		// (create reserves its room with pool.Reserve).
 		pc.Others = s.countHandles
+		pc.OthersOf = s.countHandlesOf
 	}
 	s.pool = sessions.New(pc)
+	if n := cfg.principalCount(); n > 1 && (cfg.MaxSandboxesPerPrincipal == 0 ||
+		cfg.MaxSandboxes > 0 && cfg.MaxSandboxesPerPrincipal >= cfg.MaxSandboxes) {
+		s.log.Warn("one principal can hold every sandbox and lock the other principals out: --max-sandboxes-per-principal is not below --max-sandboxes (auto gives each principal half)",
+			"principals", n, "max_sandboxes_per_principal", cfg.MaxSandboxesPerPrincipal, "max_sandboxes", cfg.MaxSandboxes)
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{
 		Name:    "go-runtime-sandbox",
 		Title:   "Go runtime sandbox",
@@ -171,7 +179,7 @@ func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTrans
 // openAtStart opens the stdio session's sandbox ahead of the first call
 // (Config.OpenAtStart). A failure is logged; the first call tries again.
 func (s *Server) openAtStart(ctx context.Context) {
-	err := s.pool.OpenNow(ctx, sessions.ProcessKey)
+	err := s.pool.OpenNow(ctx, sessions.ProcessKey, mcphttp.StdioPrincipal)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, goruntime.ErrClosed) {
 		s.log.Warn("open the sandbox at startup; the first tool call will try again", "err", err)
 	}
@@ -180,7 +188,7 @@ func (s *Server) openAtStart(ctx context.Context) {
 // attachClaim attaches the stdio session's slot to the sandbox
 // Config.Claim names.
 func (s *Server) attachClaim(ctx context.Context) error {
-	if err := s.pool.OpenNow(ctx, sessions.ProcessKey); err != nil {
+	if err := s.pool.OpenNow(ctx, sessions.ProcessKey, mcphttp.StdioPrincipal); err != nil {
 		if errors.Is(err, goruntime.ErrSandboxNotFound) {
 			return fmt.Errorf("--claim: %w (use an ID an earlier --persistent run logged; a server started without --persistent closes its sandbox on exit)", err)
 		}

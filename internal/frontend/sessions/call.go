@@ -14,6 +14,10 @@ import (
 type Call struct {
 	// Key is the client's key (ProcessKey for the process-wide client).
 	Key string
+	// Principal is who makes the call (a front end's authenticated
+	// identity): a sandbox the call opens counts against its share
+	// (Config.MaxPerPrincipal) until the sandbox closes.
+	Principal string
 	// Ended, when not nil, is called once when the client's slot is made
 	// and returns a channel closed when the client ends: its sandbox is
 	// then closed.
@@ -55,7 +59,7 @@ func (p *Pool) Do(ctx context.Context, c Call, fn func(sess *goruntime.Session, 
 		c.Announce("starting a " + p.backend.Name() + " sandbox")
 		ctx = goruntime.WithProgress(ctx, func(pr goruntime.Progress) { c.Announce(pr.String()) })
 	}
-	sess, err := p.session(ctx, sl)
+	sess, err := p.session(ctx, sl, c.Principal)
 	if err != nil {
 		return err
 	}
@@ -71,14 +75,15 @@ func (p *Pool) Do(ctx context.Context, c Call, fn func(sess *goruntime.Session, 
 }
 
 // OpenNow opens (or, with Config.Claim, attaches) key's sandbox if it has
-// none, waiting for the client's calls ahead.
-func (p *Pool) OpenNow(ctx context.Context, key string) error {
+// none, waiting for the client's calls ahead; it counts against
+// principal's share as a call's would.
+func (p *Pool) OpenNow(ctx context.Context, key, principal string) error {
 	sl, err := p.acquire(ctx, key, nil)
 	if err != nil {
 		return err
 	}
 	defer p.release(sl)
-	_, err = p.session(ctx, sl)
+	_, err = p.session(ctx, sl, principal)
 	return err
 }
 

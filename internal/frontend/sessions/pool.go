@@ -16,10 +16,6 @@ import (
 // its sandbox attaches to Config.Claim and stays with Config.Persistent.
 const ProcessKey = ""
 
-// ErrTooManySandboxes is wrapped by the error of a call that needs a
-// sandbox while Config.MaxSandboxes are open.
-var ErrTooManySandboxes = errors.New("too many sandboxes open on this server")
-
 // Config configures a Pool.
 type Config struct {
 	// Backend provisions the sandboxes. Required.
@@ -41,6 +37,15 @@ type Config struct {
 	// MaxSandboxes bounds too (a front end's durable handles). It is
 	// asked before each open; its error refuses the open.
 	Others func(context.Context) (int, error)
+	// MaxPerPrincipal bounds the sandboxes one principal holds at once:
+	// the pool's sandboxes its calls opened and OthersOf's; 0: no
+	// bound. A principal past it is refused; the others keep theirs
+	// (limits.go).
+	MaxPerPrincipal int
+	// OthersOf, when not nil, counts a principal's sandboxes outside the
+	// pool that MaxPerPrincipal bounds too (its durable handles). It is
+	// asked before each open; its error refuses the open.
+	OthersOf func(ctx context.Context, principal string) (int, error)
 	// Logger receives the pool's logs; nil discards them.
 	Logger *slog.Logger
 	// Opened, when not nil, is told how long each open took and its error
@@ -58,11 +63,13 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	slots   map[string]*slot
-	open    int                          // sandboxes currently open
-	closed  bool                         // Close was called
-	opening map[*slot]goruntime.Progress // the latest progress of opens in flight
+	mu          sync.Mutex
+	slots       map[string]*slot
+	open        int                          // the slots' sandboxes open or opening
+	making      int                          // sandboxes made outside the pool now (Reserve)
+	byPrincipal map[string]use               // open and making, by principal (limits.go)
+	closed      bool                         // Close was called
+	opening     map[*slot]goruntime.Progress // the latest progress of opens in flight
 }
 
 // slot is the state of one client. Holding its turn serializes the
@@ -73,6 +80,7 @@ type slot struct {
 
 	// guarded by turn
 	sess   *goruntime.Session
+	owner  string        // the principal sess counts against (whose call opened it)
 	reaped time.Duration // idle time of a sandbox the reaper closed; reported once on the next call
 	gone   bool          // the client ended or the pool closed: no more calls
 
@@ -86,7 +94,8 @@ func New(cfg Config) *Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{backend: cfg.Backend, cfg: cfg, log: log, slots: map[string]*slot{}, opening: map[*slot]goruntime.Progress{}}
+	return &Pool{backend: cfg.Backend, cfg: cfg, log: log, slots: map[string]*slot{}, byPrincipal: map[string]use{},
+		opening: map[*slot]goruntime.Progress{}}
 }
 
 // acquire takes the turn of the slot for key, creating the slot if needed.
@@ -134,21 +143,23 @@ func (p *Pool) release(s *slot) {
 }
 
 // session returns the slot's sandbox session, opening it (or attaching to
-// the claimed sandbox) on first use. The caller holds the slot's turn.
-func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error) {
+// the claimed sandbox) on first use, counted against principal's share
+// until it closes. The caller holds the slot's turn.
+func (p *Pool) session(ctx context.Context, s *slot, principal string) (*goruntime.Session, error) {
 	if s.sess != nil {
 		return s.sess, nil
 	}
-	others, err := p.others(ctx)
+	out, err := p.outside(ctx, principal)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	if err := p.roomLocked(others); err != nil {
+	if err := p.roomLocked(principal, out); err != nil {
 		p.mu.Unlock()
 		return nil, err
 	}
 	p.open++
+	p.addLocked(principal, use{sessions: 1})
 	p.mu.Unlock()
 
 	octx, cancel := context.WithTimeout(ctx, p.cfg.OpenTimeout)
@@ -172,6 +183,7 @@ func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 	if err != nil {
 		p.mu.Lock()
 		p.open--
+		p.addLocked(principal, use{sessions: -1})
 		p.mu.Unlock()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%w (gave up after the open timeout, %s)", err, p.cfg.OpenTimeout)
@@ -180,7 +192,7 @@ func (p *Pool) session(ctx context.Context, s *slot) (*goruntime.Session, error)
 	}
 	p.log.Info("sandbox ready", "backend", p.backend.Name(), "sandbox", sess.ID(),
 		"client", s.key, "open_ms", time.Since(start).Milliseconds())
-	s.sess = sess
+	s.sess, s.owner = sess, principal
 	return sess, nil
 }
 
@@ -231,6 +243,7 @@ func (p *Pool) closeSession(ctx context.Context, s *slot, why string) {
 	s.sess = nil
 	p.mu.Lock()
 	p.open--
+	p.addLocked(s.owner, use{sessions: -1})
 	p.mu.Unlock()
 	if s.key == ProcessKey && p.cfg.Persistent {
 		if err := sess.Disconnect(ctx); err != nil {
@@ -344,46 +357,8 @@ func (p *Pool) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Room returns an error wrapping ErrTooManySandboxes when
-// Config.MaxSandboxes sandboxes are open, the pool's and Others', so
-// that no other may open now (a front end checks it before it makes a
-// sandbox outside the pool).
-func (p *Pool) Room(ctx context.Context) error {
-	others, err := p.others(ctx)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.roomLocked(others)
-}
-
-// others is Config.Others' count, 0 without it or without a bound.
-func (p *Pool) others(ctx context.Context) (int, error) {
-	if p.cfg.Others == nil || p.cfg.MaxSandboxes <= 0 {
-		return 0, nil
-	}
-	n, err := p.cfg.Others(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("count the sandboxes open (to keep within the limit): %w", err)
-	}
-	return n, nil
-}
-
-// roomLocked is the one check of Config.MaxSandboxes. p.mu is held.
-func (p *Pool) roomLocked(others int) error {
-	max := p.cfg.MaxSandboxes
-	if max <= 0 || p.open+others < max {
-		return nil
-	}
-	if others > 0 {
-		return fmt.Errorf("open a sandbox: %d of %d in use (%d for sessions, %d durable); try again when others end: %w",
-			p.open+others, max, p.open, others, ErrTooManySandboxes)
-	}
-	return fmt.Errorf("open a sandbox: %d of %d in use; try again when other sessions end: %w", p.open, max, ErrTooManySandboxes)
-}
-
-// Open reports how many sandboxes are open (or opening).
+// Open reports how many of the clients' sandboxes are open (or opening);
+// sandboxes made through Reserve are not among them.
 func (p *Pool) Open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

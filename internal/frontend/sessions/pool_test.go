@@ -103,7 +103,7 @@ func TestMaxSandboxesAndEndedClients(t *testing.T) {
 
 // TestMaxSandboxesCountsOthers: sandboxes outside the pool (a front
 // end's handles, Config.Others) count against MaxSandboxes too, for a
-// session's open and for Room; a failed count refuses rather than
+// session's open and for Reserve; a failed count refuses rather than
 // opening past the bound unknowingly.
 func TestMaxSandboxesCountsOthers(t *testing.T) {
 	var others atomic.Int64
@@ -116,17 +116,19 @@ func TestMaxSandboxesCountsOthers(t *testing.T) {
 	}})
 	others.Store(1)
 	run(t, p, "a", "true") // 1 handle + 1 session
-	if err := p.Room(context.Background()); !errors.Is(err, ErrTooManySandboxes) || !strings.Contains(err.Error(), "2 of 2 in use (1 for sessions, 1 durable)") {
-		t.Fatalf("Room with 1 session and 1 handle of 2: %v", err)
+	if _, err := p.Reserve(context.Background(), "x"); !errors.Is(err, ErrTooManySandboxes) || !strings.Contains(err.Error(), "2 of 2 in use (1 for sessions, 1 durable)") {
+		t.Fatalf("Reserve with 1 session and 1 handle of 2: %v", err)
 	}
 	err := p.Do(context.Background(), Call{Key: "b", Open: true}, func(*goruntime.Session, time.Duration) error { return nil })
 	if !errors.Is(err, ErrTooManySandboxes) {
 		t.Fatalf("second session with a handle open: %v, want ErrTooManySandboxes", err)
 	}
 	others.Store(0)
-	if err := p.Room(context.Background()); err != nil {
-		t.Fatalf("Room once the handle went: %v", err)
+	done, err := p.Reserve(context.Background(), "x")
+	if err != nil {
+		t.Fatalf("Reserve once the handle went: %v", err)
 	}
+	done()
 	broken := errors.New("cluster unreachable")
 	countErr.Store(&broken)
 	err = p.Do(context.Background(), Call{Key: "b", Open: true}, func(*goruntime.Session, time.Duration) error { return nil })
