@@ -150,7 +150,7 @@ func (b *Backend) budgetError(err error) error {
 	if !errors.As(err, &over) {
 		return fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
-	return fmt.Errorf("local backend: %w: the memory budget of this user's sandboxes (uid %d) has no room: %d live sandboxes, of every process and state directory, are promised %s of %s "+
+	return fmt.Errorf("local backend: %w: the memory budget of this user's sandboxes (uid %d) has no room: its live sandboxes (%d, of every process and state directory) are promised %s of %s "+
 		"(Options.MemoryBudgetBytes, by default half the host's memory), and one more needs %s (a sandbox is promised %s for its processes, Options.MemoryBytes, and its %s disk, which is in memory, Options.DiskBytes): "+
 		"close sandboxes, lower Options.MemoryBytes or Options.DiskBytes, or raise Options.MemoryBudgetBytes: %w",
 		ErrHostLimit, os.Geteuid(), over.Live, sizeText(over.Promised), sizeText(over.Budget), sizeText(over.Need),

@@ -60,7 +60,7 @@ func TestBudgetError(t *testing.T) {
 	if !errors.Is(err, ErrHostLimit) || !errors.Is(err, goruntime.ErrUnavailable) {
 		t.Errorf("refused: %v; want ErrHostLimit and ErrUnavailable", err)
 	}
-	for _, want := range []string{"3 live sandboxes", "promised 480 MiB of 480 MiB", "Options.MemoryBudgetBytes", "needs 160 MiB", "96 MiB for its processes, Options.MemoryBytes", "64 MiB disk, which is in memory, Options.DiskBytes"} {
+	for _, want := range []string{"live sandboxes (3, of every process and state directory)", "promised 480 MiB of 480 MiB", "Options.MemoryBudgetBytes", "needs 160 MiB", "96 MiB for its processes, Options.MemoryBytes", "64 MiB disk, which is in memory, Options.DiskBytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refused: %q does not say %q", err, want)
 		}

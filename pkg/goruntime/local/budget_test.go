@@ -52,7 +52,9 @@ const (
 // the rest of the host) below what it was, and the bomb's note states
 // the limit that applies (memory and the disk while it is empty). A
 // warm pool of 2 then neither fills the budget nor locks Opens out: 3
-// open, the 4th is refused, and one closed makes room for another.
+// open, the 4th is refused, and one closed makes room for another; under
+// a budget of one sandbox, the Open that claims one of a full pool of 2
+// ends the other to fit.
 func TestMemoryBudgetAsUser(t *testing.T) {
 	u := newAsUser(t, budgetUID, "grs-budget", rootlessSubIDs+4*65536, true)
 	// A second state directory of the same user, with the seed shared.
@@ -167,6 +169,9 @@ func TestMemoryBudgetAsUser(t *testing.T) {
 	if !strings.Contains(got, "pool reopen ok\n") {
 		t.Errorf("with a warm pool, a sandbox closed did not make room for another")
 	}
+	if !strings.Contains(got, "tight open ok, then host-limit unavailable\n") {
+		t.Errorf("under a budget of one sandbox, with a warm pool of 2 (ready: %d), the first Open did not open or the second was not refused", lineField(got, "tight pool ready"))
+	}
 }
 
 // budgetHelper is the body of TestMemoryBudgetAsUser's process of uid
@@ -179,6 +184,8 @@ func TestMemoryBudgetAsUser(t *testing.T) {
 //	bomb OUTCOME              a memory bomb's, then its note
 //	pool opened N refused [host-limit]   sandboxes opened one by one with a warm pool of 2
 //	pool reopen ok            an open after one of them closed
+//	tight pool ready N        a pool of 2 under a budget of one sandbox
+//	tight open ok, then [host-limit] [unavailable]   its first Open, then its second's refusal
 func budgetHelper(ctx context.Context, opts local.Options) int {
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "budget helper: %s: %v\n", what, err)
@@ -288,6 +295,31 @@ func budgetHelper(ctx context.Context, opts local.Options) int {
 	}
 	pooled[0] = s
 	fmt.Println("pool reopen ok")
+	for _, s := range pooled {
+		s.Close(context.Background())
+	}
+	pooled = nil
+
+	// A budget of one sandbox and a full pool of 2 (64 MiB each): the
+	// Open that claims one must end the other to fit.
+	opts.MemoryBudgetBytes = budgetMemory + budgetDisk
+	one, err := local.New(opts)
+	if err != nil {
+		return fail("new with a budget of one sandbox", err)
+	}
+	defer one.Close(context.Background())
+	for deadline := time.Now().Add(time.Minute); one.WarmPoolReady() < 2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Printf("tight pool ready %d\n", one.WarmPoolReady())
+	s, err = goruntime.Open(ctx, one, goruntime.Options{})
+	if err != nil {
+		fmt.Printf("tight open: %v\n", err)
+		return 0
+	}
+	pooled = append(pooled, s)
+	_, err = goruntime.Open(ctx, one, goruntime.Options{})
+	fmt.Printf("tight open ok, then %s\n", strings.TrimSpace(sentinels(err)))
 	return 0
 }
 
