@@ -147,9 +147,10 @@ type Options struct {
 	// Open that would take the promises past the budget is refused with
 	// an error wrapping ErrHostLimit, so that they can never together
 	// take more of the host's memory than this. A sandbox waiting in the
-	// warm pool is promised poolMemoryBytes (64 MiB) until it is
-	// claimed. Default: half the host's memory (MemTotal). Not applied
-	// as root, whose sandboxes' disks are ext4 images.
+	// warm pool is promised 64 MiB until it is claimed, and an Open that
+	// does not fit ends this backend's pool sandboxes before it gives
+	// up. Default: half the host's memory (MemTotal). Not applied as
+	// root, whose sandboxes' disks are ext4 images.
 	MemoryBudgetBytes int64
 
 	// DiskInodes caps the files, directories and links a sandbox's

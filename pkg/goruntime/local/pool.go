@@ -13,7 +13,8 @@ import (
 // answering and their build cache linked, so that Open is a claim (a few
 // microseconds) rather than a start (tens of milliseconds). Pool sandboxes
 // are started by the ordinary start path (Backend.open), so they get every
-// isolation layer and limit any sandbox gets, and this process holds their
+// isolation layer and limit any sandbox gets (under a memory budget, their
+// memory limit once claimed: budget.go), and this process holds their
 // lifeline: they die with it like any other. The pool refills in the
 // background after each claim, as many starts side by side as it lacks
 // sandboxes (refill), once the claiming session's first command has ended
@@ -426,7 +427,8 @@ func (p *warmPool) close(ctx context.Context) error {
 }
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
-// ready or one of its starts is under way for it (take), else a start. Either way the pool refills in the background once
+// ready or one of its starts is under way for it (take), its memory limit
+// raised within the budget (claimWithin), else a start. Either way the pool refills in the background once
 // the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
