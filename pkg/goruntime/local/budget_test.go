@@ -35,7 +35,7 @@ const (
 	// sandboxes fill: the helper process itself, the kernel's own
 	// memory for the sandboxes' processes and namespaces, and the rest of
 	// this shared host moving meanwhile. With the budget the fill took
-	// MemAvailable 230-375 MiB down; without, the 12 sandboxes took it
+	// MemAvailable 230-475 MiB down; without, the 12 sandboxes took it
 	// 1,435 MiB down (the group charged 1,677 MiB at most).
 	budgetSlack = 384 << 20
 )
