@@ -74,7 +74,7 @@ func TestHTTPGuardBadFlags(t *testing.T) {
 		{[]string{"--max-connections=-1"}, "max connections -1: must not be negative"},
 		{[]string{"--max-connections=many"}, "invalid value \"many\" for flag -max-connections"},
 		{[]string{"--relax=everything"}, "unknown protection"},
-		{[]string{"--disk-mb=0"}, "--disk-mb=0: must be positive"},
+		{[]string{"--disk-mb=-1"}, "--disk-mb=-1: must not be negative"},
 	} {
 		var stderr strings.Builder
 		code := run(context.Background(), c.args, nil, nil, &stderr)

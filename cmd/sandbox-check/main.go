@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var opts local.Options
 	relax := fs.String("relax", "", "comma-separated protections to do without: "+strings.Join(local.RelaxNames, ", "))
 	fs.StringVar(&opts.BwrapPath, "bwrap", "", "bubblewrap binary (default bwrap on $PATH)")
-	diskMB := fs.Int64("disk-mb", local.DefaultDiskBytes>>20, "disk quota per sandbox, MiB")
+	diskMB := fs.Int64("disk-mb", 0, fmt.Sprintf("disk quota per sandbox, MiB (default %d as root; %d otherwise, where the disk is in memory)", local.DefaultDiskBytes>>20, local.DefaultMemoryDiskBytes>>20))
 	fs.Int64Var(&opts.DiskInodes, "disk-inodes", local.DefaultDiskInodes, "inode quota per sandbox")
 	setup := fs.String("setup-user", "", "as root: the one-time setup (per boot) for the user `NAME` (or uid): raise fs.file-max if the open-file table is too small, and on a cgroup v1 host give the user a cgroup group of its own, so that its sandboxes get memory, task and CPU limits without root; then exit")
 	needed := fs.Bool("setup-needed", false, "print what --setup-user would do for you, one step a line (nothing when nothing), then exit 0")

@@ -31,6 +31,7 @@ type Flags struct {
 	AgentSandbox agentsandbox.Options
 
 	memoryMB int64
+	budgetMB int64
 	warmPool int
 	diskMB   int64
 	fileMB   int64
@@ -50,7 +51,8 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, fmt.Sprintf("local: limit on the processes and threads a sandbox's commands have alive at once (the sandbox's own %d tasks come on top)", local.OwnTasks))
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
 	fs.IntVar(&f.warmPool, localWarmPoolFlag, local.DefaultWarmPool, "local: how many sandboxes are kept started ahead (the warm pool), so opening one is a claim; 0 disables")
-	fs.Int64Var(&f.diskMB, "disk-mb", local.DefaultDiskBytes>>20, "local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB")
+	fs.Int64Var(&f.diskMB, "disk-mb", 0, fmt.Sprintf("local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB (default %d as root; %d otherwise, where the disk is in memory and its processes may use it while it is empty)", local.DefaultDiskBytes>>20, local.DefaultMemoryDiskBytes>>20))
+	fs.Int64Var(&f.budgetMB, "memory-budget-mb", 0, "local, not root: the most memory all your sandboxes (of every process) may be promised together, MiB: each its memory limit and its disk, which is in memory; an open past it is refused (default: half the host's memory)")
 	fs.Int64Var(&f.fileMB, "file-size-mb", local.DefaultFileSizeBytes>>20, "local: largest single file a sandbox's command may write, MiB (RLIMIT_FSIZE; a write past it ends the command with outcome file_size_limit)")
 	fs.IntVar(&f.Local.Connections, "connections", 0, fmt.Sprintf("local: TCP connections a sandbox may have open at once in its own network (default %d, at least %d; a connect past it is refused): connections waiting to be accepted cost the host memory no cgroup counts", local.DefaultConnections, local.MinConnections))
 	fs.IntVar(&f.Local.OpenFiles, "open-files", 0, fmt.Sprintf("local: files each process of a sandbox may have open at once (RLIMIT_NOFILE; default %d, lower on a host whose fs.file-max is small, so that one sandbox can take at most 1/16 of the host's open-file table; at least %d)", local.DefaultOpenFiles, local.MinOpenFiles))
@@ -133,8 +135,11 @@ func (f *Flags) localOptions() (local.Options, error) {
 	if f.modMB <= 0 {
 		return local.Options{}, fmt.Errorf("--module-download-mb=%d: must be positive", f.modMB)
 	}
-	if f.diskMB <= 0 {
-		return local.Options{}, fmt.Errorf("--disk-mb=%d: must be positive", f.diskMB)
+	if f.diskMB < 0 {
+		return local.Options{}, fmt.Errorf("--disk-mb=%d: must not be negative (0: the default)", f.diskMB)
+	}
+	if f.budgetMB < 0 {
+		return local.Options{}, fmt.Errorf("--memory-budget-mb=%d: must not be negative (0: the default)", f.budgetMB)
 	}
 	if f.fileMB <= 0 {
 		return local.Options{}, fmt.Errorf("--file-size-mb=%d: must be positive", f.fileMB)
@@ -168,6 +173,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 		opts.WarmPool = -1 // local.Options: negative disables, 0 is the default
 	}
 	opts.DiskBytes = f.diskMB << 20
+	opts.MemoryBudgetBytes = f.budgetMB << 20
 	opts.ModuleDownloadBytes = f.modMB << 20
 	opts.FileSizeBytes = f.fileMB << 20
 	opts.Relax = relax

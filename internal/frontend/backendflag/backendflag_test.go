@@ -62,6 +62,32 @@ func TestFileSizeFlag(t *testing.T) {
 	}
 }
 
+// TestMemoryBudgetFlags: --memory-budget-mb sets
+// local.Options.MemoryBudgetBytes and --disk-mb DiskBytes; 0, the
+// default of both, leaves the backend's default (which for the disk
+// depends on whether it is in memory); a negative value is an error
+// naming the flag.
+func TestMemoryBudgetFlags(t *testing.T) {
+	o, err := parse(t).localOptions()
+	if err != nil || o.MemoryBudgetBytes != 0 || o.DiskBytes != 0 {
+		t.Fatalf("default: budget %d, disk %d, %v; want 0 and 0 (the backend's defaults)", o.MemoryBudgetBytes, o.DiskBytes, err)
+	}
+	o, err = parse(t, "--memory-budget-mb=4096", "--disk-mb=512").localOptions()
+	if err != nil || o.MemoryBudgetBytes != 4<<30 || o.DiskBytes != 512<<20 {
+		t.Fatalf("--memory-budget-mb=4096 --disk-mb=512: %d, %d, %v", o.MemoryBudgetBytes, o.DiskBytes, err)
+	}
+	for _, fl := range []string{"--memory-budget-mb", "--disk-mb"} {
+		if _, err := parse(t, fl+"=-1").localOptions(); err == nil || !strings.Contains(err.Error(), fl) {
+			t.Errorf("%s=-1: %v; want an error naming the flag", fl, err)
+		}
+	}
+	f := parse(t)
+	err = f.Explain(errors.New("raise Options.MemoryBudgetBytes or lower Options.DiskBytes"))
+	if err.Error() != "raise --memory-budget-mb or lower --disk-mb" {
+		t.Errorf("Explain: %q", err)
+	}
+}
+
 // TestWarmPoolFlags: --local-warm-pool-size is the local backend's count,
 // --warm-pool-name agent-sandbox's pool; the old names still set them and
 // print a one-line notice naming the new one.

@@ -15,6 +15,7 @@ var (
 		"StateDir":            "--state-dir",
 		"Network":             "--sandbox-network",
 		"MemoryBytes":         "--memory-mb",
+		"MemoryBudgetBytes":   "--memory-budget-mb",
 		"Processes":           "--processes",
 		"CPUs":                "--cpus",
 		"WarmPool":            "--" + localWarmPoolFlag,

@@ -20,9 +20,10 @@ import (
 // ErrHostLimit is wrapped (beside goruntime.ErrUnavailable) by Open's
 // error when the host has no room for one more sandbox of a kind it
 // counts: the host's task table (kernel.pid_max, kernel.threads-max),
-// the host uid range (Options.HostUIDCount) or loop devices for sandbox
-// disks. The message names the limit and the setting to raise; closing
-// sandboxes makes room.
+// the host uid range (Options.HostUIDCount), loop devices for sandbox
+// disks, or the memory budget of a user's sandboxes
+// (Options.MemoryBudgetBytes, budget.go). The message names the limit
+// and the setting to raise; closing sandboxes makes room.
 var ErrHostLimit = errors.New("host limit reached")
 
 // hostLimit wraps ErrHostLimit around err when err is one of the host

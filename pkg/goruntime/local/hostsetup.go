@@ -69,6 +69,9 @@ type SetupStep struct {
 // other than root (DelegateCgroups). It needs no privilege.
 func SetupNeeded(uid int, opts Options) []SetupStep {
 	o := opts.withDefaults()
+	if uid != 0 && opts.DiskBytes <= 0 && !opts.Relax.DiskQuota {
+		o.DiskBytes = DefaultMemoryDiskBytes // the user's disk is in memory, whoever asks
+	}
 	var steps []SetupStep
 	if fileTableProblem(o.chargedMemory(uid != 0), hostFileMax()) != nil {
 		steps = append(steps, SetupStep{Protections: []string{ProtFileTable},

@@ -125,7 +125,8 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 // limitNote is the note appended to Stderr of a command that ran into the
 // memory, process or file size limit: which limit, its value and where it
 // is set. Files in /dev/shm count against the memory limit and outlive
-// commands.
+// commands; on a memory disk, so do the disk's files: the limit the
+// note states is the one the cgroup applies (chargedMemory).
 func (b *Backend) limitNote(l goruntime.Limit) string {
 	if l == goruntime.LimitFileSize {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
@@ -134,7 +135,9 @@ func (b *Backend) limitNote(l goruntime.Limit) string {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", b.opts.Processes)
 	}
 	if b.memoryDisk {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes), plus what its files take of the %d MiB disk, which is in memory (Options.DiskBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20, b.opts.DiskBytes>>20)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %s for its processes and their /dev/shm files (Options.MemoryBytes) and up to %s more while its disk is empty: "+
+			"the disk is in memory (Options.DiskBytes), so its processes and the files on its disk share %s; what the command left running was killed.]\n",
+			sizeText(b.opts.MemoryBytes), sizeText(b.opts.DiskBytes), sizeText(b.opts.chargedMemory(true)))
 	}
 	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
 }

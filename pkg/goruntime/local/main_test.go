@@ -153,6 +153,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	            report what its sandboxes' limits did (rootlesshelper_test.go).
 //	rootless-plain: as a user other than root, open a sandbox and report
 //	            whose its files are (rootlesshelper_test.go).
+//	memory-budget: as a user, open sandboxes past the memory budget and
+//	            fill them (budget_test.go).
 //	subid-squat: as a user with subordinate ids, New and print whether it
 //	            refused (subidsquat_test.go).
 //	subid-takeover: as a user with subordinate ids, open a sandbox, wait,
@@ -169,6 +171,8 @@ func runHelper(mode string) int {
 		return poolHelper(ctx, opts)
 	case "rootless":
 		return rootlessHelper(ctx, opts)
+	case "memory-budget":
+		return budgetHelper(ctx, opts)
 	case "handle-killed":
 		return handleHelper(ctx, opts)
 	case "rootless-plain":

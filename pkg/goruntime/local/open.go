@@ -14,7 +14,6 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
@@ -76,9 +75,9 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 			b.stopModules(id)
 		}
 	}()
-	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled, b.memoryDisk))
+	cg, err := b.newCgroup(ctx, id, pooled)
 	if err != nil {
-		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {

@@ -134,9 +134,24 @@ type Options struct {
 	// (its own metadata takes about 2% of it), otherwise a tmpfs in the
 	// sandbox's own mount namespace, held in memory (see MemoryBytes).
 	// A write past it fails with ENOSPC and the command's result has
-	// Limit LimitDisk. Default 4 GiB, at least MinDiskBytes. See
-	// Relax.DiskQuota.
+	// Limit LimitDisk. Default DefaultDiskBytes (4 GiB) for an ext4
+	// image; DefaultMemoryDiskBytes (1 GiB) for a disk in memory, which
+	// the sandbox's processes may use while the disk is empty
+	// (MemoryBudgetBytes). At least MinDiskBytes. See Relax.DiskQuota.
 	DiskBytes int64
+
+	// MemoryBudgetBytes bounds what all the sandboxes of this user, in
+	// every process and state directory, are promised together when
+	// their disks are in memory (a backend that is not root): each is
+	// promised its cgroup's memory limit, MemoryBytes+DiskBytes, and an
+	// Open that would take the promises past the budget is refused with
+	// an error wrapping ErrHostLimit, so that they can never together
+	// take more of the host's memory than this. A sandbox waiting in the
+	// warm pool is promised 64 MiB until it is claimed, and an Open that
+	// does not fit ends this backend's pool sandboxes before it gives
+	// up. Default: half the host's memory (MemTotal). Not applied as
+	// root, whose sandboxes' disks are ext4 images.
+	MemoryBudgetBytes int64
 
 	// DiskInodes caps the files, directories and links a sandbox's
 	// writable storage holds (the ext4 image's inode count, rounded up
@@ -200,7 +215,13 @@ const (
 	DefaultStartTimeout  = 15 * time.Second
 	DefaultWarmPool      = 2
 	DefaultDiskBytes     = 4 << 30
-	DefaultDiskInodes    = 200_000
+	// DefaultMemoryDiskBytes is DiskBytes's default for a disk in memory
+	// (a backend that is not root): with the default MemoryBytes a
+	// sandbox is promised 2 GiB, and the default MemoryBudgetBytes, half
+	// the host's memory, holds 5 of them on a 24 GiB host (2 with a
+	// 4 GiB disk).
+	DefaultMemoryDiskBytes = 1 << 30
+	DefaultDiskInodes      = 200_000
 
 	// DefaultHostUIDBase and DefaultHostUIDCount: host uids
 	// 1950000000-1950004095, above the ranges /etc/subuid and systemd
@@ -286,7 +307,7 @@ func (o Options) validate() error {
 		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs) is more than the %d CPUs of this machine: "+
 			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())
 	}
-	return nil
+	return o.budgetProblem(o.usesMemoryDisk())
 }
 
 func (o Options) withDefaults() Options {
@@ -322,6 +343,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DiskBytes <= 0 {
 		o.DiskBytes = DefaultDiskBytes
+		if o.usesMemoryDisk() {
+			o.DiskBytes = DefaultMemoryDiskBytes
+		}
+	}
+	if o.MemoryBudgetBytes <= 0 && o.usesMemoryDisk() {
+		o.MemoryBudgetBytes = defaultMemoryBudget(hostMemTotal())
 	}
 	if o.DiskInodes <= 0 {
 		o.DiskInodes = DefaultDiskInodes

@@ -13,7 +13,8 @@ import (
 // answering and their build cache linked, so that Open is a claim (a few
 // microseconds) rather than a start (tens of milliseconds). Pool sandboxes
 // are started by the ordinary start path (Backend.open), so they get every
-// isolation layer and limit any sandbox gets, and this process holds their
+// isolation layer and limit any sandbox gets (under a memory budget, their
+// memory limit once claimed: budget.go), and this process holds their
 // lifeline: they die with it like any other. The pool refills in the
 // background after each claim, as many starts side by side as it lacks
 // sandboxes (refill), once the claiming session's first command has ended
@@ -69,6 +70,7 @@ type warmPool struct {
 	size int             // Options.WarmPool: what the pool keeps when Opens are few
 	ctx  context.Context // ends with the pool: bounds its starts
 	stop context.CancelFunc
+	gen  *poolGen // the starts begun since the last evict (budget.go)
 
 	mu       sync.Mutex
 	ready    []*Sandbox
@@ -93,7 +95,20 @@ type warmPool struct {
 
 func newWarmPool(b *Backend, size int) *warmPool {
 	ctx, stop := context.WithCancel(context.Background())
-	return &warmPool{b: b, size: size, target: size, shrinkAfter: poolShrinkAfter, ctx: ctx, stop: stop, done: make(chan struct{}), changed: make(chan struct{})}
+	return &warmPool{b: b, size: size, target: size, shrinkAfter: poolShrinkAfter, ctx: ctx, stop: stop, gen: newPoolGen(ctx), done: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// poolGen is the pool starts begun since the last evict: their context,
+// which evict ends, and what it waits for them on.
+type poolGen struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newPoolGen(pool context.Context) *poolGen {
+	ctx, cancel := context.WithCancel(pool)
+	return &poolGen{ctx: ctx, cancel: cancel}
 }
 
 // grow raises the pool's target by one sandbox, up to startSlots: an Open
@@ -299,28 +314,44 @@ func (p *warmPool) refill() {
 		want = 1
 	}
 	for ; len(p.ready)+p.starting < want; p.starting++ {
+		gen := p.gen
 		p.filler.Add(1)
+		gen.wg.Add(1)
 		go func() {
 			defer p.filler.Done()
-			p.fillOne()
+			defer gen.wg.Done()
+			p.fillOne(gen.ctx)
 		}()
 	}
 }
 
 // fillOne starts one sandbox for the pool and offers it, then refills
 // (the pool may have been claimed from meanwhile). A failed start backs
-// the pool off.
-func (p *warmPool) fillOne() {
-	s, err := p.start(p.ctx)
+// the pool off. A start evict ended (ctx) offers nothing.
+func (p *warmPool) fillOne(ctx context.Context) {
+	s, err := p.start(ctx)
 	p.mu.Lock()
 	p.starting--
 	p.signal()
+	if ctx.Err() != nil && p.ctx.Err() == nil {
+		p.mu.Unlock()
+		if s != nil {
+			_ = s.Close(context.Background())
+		}
+		return
+	}
 	if err != nil {
 		p.failures++
 		wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
 		p.retryAt = time.Now().Add(wait)
 		p.mu.Unlock()
-		if p.ctx.Err() == nil {
+		switch {
+		case p.ctx.Err() != nil:
+		case errors.Is(err, ErrHostLimit):
+			// No room (the host's tasks, the memory budget): Opens are
+			// refused alike until sandboxes close.
+			p.b.opts.Logger.Info("local backend: warm pool starts no sandbox while there is no room for one", "err", err, "retry_in", wait)
+		default:
 			p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
 				"err", err, "retry_in", wait)
 		}
@@ -396,10 +427,15 @@ func (p *warmPool) close(ctx context.Context) error {
 }
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
-// ready or one of its starts is under way for it (take), else a start. Either way the pool refills in the background once
+// ready or one of its starts is under way for it (take), its memory limit
+// raised within the budget (claimWithin), else a start. Either way the pool refills in the background once
 // the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
+		if err := b.claimWithin(ctx, s); err != nil {
+			_ = s.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
 		b.pool.refillAfter(s)
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil

@@ -234,7 +234,11 @@ func checkDisk(ctx context.Context, o Options, gateExe string) Protection {
 		}
 		p.Status = StatusActive
 		p.Detail = fmt.Sprintf("not root: a tmpfs per sandbox in its own user and mount namespace: %d MiB and %d inodes for /app, HOME with its caches and /tmp together, "+
-			"held in memory and charged to the sandbox's memory limit, which is raised by as much (%d MiB in all)", o.DiskBytes>>20, o.DiskInodes, (o.MemoryBytes+o.DiskBytes)>>20)
+			"held in memory and charged to the sandbox's memory limit, which is raised by as much (%d MiB in all)", o.DiskBytes>>20, o.DiskInodes, o.chargedMemory(true)>>20)
+		if o.MemoryBudgetBytes > 0 {
+			p.Detail += fmt.Sprintf("; all your sandboxes together are promised at most %d MiB (Options.MemoryBudgetBytes, by default half the host's memory): %d such at once",
+				o.MemoryBudgetBytes>>20, o.MemoryBudgetBytes/o.chargedMemory(true))
+		}
 		return p
 	}
 	if p.Detail, p.Fix = disk.HostProblem(); p.Detail != "" {

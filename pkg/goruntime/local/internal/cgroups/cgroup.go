@@ -74,6 +74,11 @@ func New(id string, lim Limits) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.create(id, lim)
+}
+
+// create makes the cgroup for sandbox id in l with lim applied.
+func (l layout) create(id string, lim Limits) (*Cgroup, error) {
 	if l.v1 != nil {
 		return newV1(id, lim, l.v1)
 	}
