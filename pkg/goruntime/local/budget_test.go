@@ -38,6 +38,9 @@ const (
 	// MemAvailable 230-475 MiB down; without, the 12 sandboxes took it
 	// 1,435 MiB down (the group charged 1,677 MiB at most).
 	budgetSlack = 384 << 20
+	// groupSlack is what the user's group may be charged past the budget
+	// outside its sandboxes' cgroups.
+	groupSlack = 8 << 20
 )
 
 // TestMemoryBudgetAsUser: a user's sandboxes, whose disks are in memory,
@@ -145,8 +148,11 @@ func TestMemoryBudgetAsUser(t *testing.T) {
 			t.Errorf("the refusal does not say %q", want)
 		}
 	}
-	if peak > budgetBytes {
-		t.Errorf("the user's sandboxes were charged %d MiB at once, past the budget of %d MiB", peak>>20, budgetBytes>>20)
+	// The group is also charged, outside its sandboxes' cgroups, for what
+	// a sandbox's first process touches before it joins its own (seen:
+	// 288 KiB past the budget of sandboxes filled to their limits).
+	if peak > budgetBytes+groupSlack {
+		t.Errorf("the user's sandboxes were charged %d bytes at once, past the budget of %d bytes and %d of slack for the group's own", peak, budgetBytes, groupSlack)
 	}
 	if floor := before - budgetBytes - budgetSlack; lowest < floor {
 		t.Errorf("MemAvailable fell to %d MiB while the sandboxes filled, below the floor of %d MiB (%d before, less the budget of %d and a slack of %d)",
