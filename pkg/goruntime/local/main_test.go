@@ -158,6 +158,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	subid-takeover: as a user with subordinate ids, open a sandbox, wait,
 //	            open another, and print whose their files are
 //	            (subidtakeover_test.go).
+//	seed-build: build the seed build cache in its (fresh) state
+//	            directory until killed (diewithparent_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -177,6 +179,8 @@ func runHelper(mode string) int {
 		return squatHelper(ctx, opts)
 	case "subid-takeover":
 		return takeoverHelper(ctx, opts)
+	case "seed-build":
+		return seedBuildHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {
