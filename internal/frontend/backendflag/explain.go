@@ -17,6 +17,7 @@ var (
 		"MemoryBytes":         "--memory-mb",
 		"Processes":           "--processes",
 		"CPUs":                "--cpus",
+		"CPUWeight":           "--cpu-weight",
 		"WarmPool":            "--" + localWarmPoolFlag,
 		"DiskBytes":           "--disk-mb",
 		"FileSizeBytes":       "--file-size-mb",

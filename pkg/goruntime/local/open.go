@@ -76,7 +76,9 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 			b.stopModules(id)
 		}
 	}()
-	cg, err := cgroups.New(id, b.opts.cgroupLimits(pooled, b.memoryDisk))
+	lim := b.opts.cgroupLimits(pooled, b.memoryDisk)
+	lim.GroupWeight = b.opts.groupCPUWeight()
+	cg, err := cgroups.New(id, lim)
 	if err != nil {
 		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
