@@ -16,10 +16,11 @@ import (
 // group as a whole against its sibling tasks (or, in the root cgroup
 // where the kernel groups sessions, against the caller's session), and
 // gives a group's whole weight to its one busy thread: at the former
-// fixed weight of the machine's CPUs (2048 here, twice a process at nice
-// 0) one CPU-bound program in a sandbox got about twice the CPU of the
-// same program of the caller's, whatever the caller's nice (bubblewrap
-// inherits it, but a task's nice only weighs within its own cgroup).
+// fixed weight of 1024 per CPU of the machine (2048 on 2 CPUs, twice a
+// process at nice 0) one CPU-bound program in a sandbox got about twice
+// the CPU of the same program of the caller's, whatever the caller's
+// nice (bubblewrap inherits it, but a task's nice only weighs within its
+// own cgroup).
 //
 // Within the group, a sandbox may use CPUs cores, so it competes with the
 // other sandboxes as CPUs tasks, not as one. A warm-pool sandbox starts
