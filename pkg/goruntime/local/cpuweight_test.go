@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -238,8 +239,16 @@ func TestCPUWeightFollowsCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
-				_ = os.Remove(filepath.Join(dir, "go-runtime-sandbox"))
-				if err := os.Remove(dir); err != nil {
+				// Empty once the sandbox's last process is reaped, which a
+				// slow init may take seconds to do.
+				var err error
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+					_ = os.Remove(filepath.Join(dir, "go-runtime-sandbox"))
+					if err = os.Remove(dir); err == nil || time.Now().After(deadline) {
+						break
+					}
+				}
+				if err != nil {
 					t.Errorf("remove the test's cpu cgroup: %v", err)
 				}
 			})
