@@ -3,7 +3,9 @@
 // it ran on: the runtime server against a bare fork+exec, upstream
 // agent-sandbox's Python runtime and its sandboxd daemon; local sandbox
 // open, first and warm go runs and 8 sandboxes at once against the bare
-// host; an MCP call against a library call; with --sections=rootless
+// host; an MCP call against a library call; the CPU a sandboxed CPU-bound
+// program gets against the same program of the caller's on a busy
+// machine (cpu-share); with --sections=rootless
 // (as root), the local backend run by another user against the same as
 // root; with --sections=scale, hundreds of live local sandboxes at once
 // (memory each, open, warm go run, teardown, open+close a second, and

@@ -19,6 +19,9 @@ const (
 	SectionServer = "server" // runtime server vs bare exec, Python runtime, sandboxd
 	SectionLocal  = "local"  // local backend: open, first/warm runs, 8 at once
 	SectionMCP    = "mcp"    // MCP call vs library call vs bare host
+	// SectionCPUShare is a CPU-bound program in a sandbox against the
+	// same program of the caller's on a busy machine (cpushare.go).
+	SectionCPUShare = "cpu-share"
 	// SectionRootless is the local backend run by a user other than root
 	// against the same as root (rootless.go). Not a default section: it
 	// needs root, gives a uid a cgroup of its own for the run and takes
@@ -38,10 +41,10 @@ const (
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad}
 
 // DefaultSections are the sections a run measures unless told otherwise.
-var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP}
+var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare}
 
 // DefaultRootlessUID is the uid the rootless section runs its backend as:
 // a uid with no account that nothing else uses (the tests run backends as
@@ -107,7 +110,7 @@ func Defaults() Config {
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, rootless, scale, batch, mcp-load (default server,local,mcp; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, cpu-share, rootless, scale, batch, mcp-load (default server,local,mcp,cpu-share; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -224,6 +227,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionServer:   r.serverSection,
 		SectionLocal:    r.localSection,
 		SectionMCP:      r.mcpSection,
+		SectionCPUShare: r.cpuShareSection,
 		SectionRootless: r.rootlessSection,
 		SectionScale:    r.scaleSection,
 		SectionBatch:    r.batchSection,

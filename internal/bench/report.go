@@ -3,7 +3,8 @@
 // server against a bare fork+exec, upstream agent-sandbox's Python runtime
 // and upstream's sandboxd daemon; the local backend's open, first and warm
 // runs and concurrent sandboxes against the bare host; an MCP call against
-// a library call and the bare host; on request (it needs root) the local
+// a library call and the bare host; a sandboxed CPU-bound program's CPU
+// against the caller's own on a busy machine; on request (it needs root) the local
 // backend run by another user against the same as root. cmd/bench is its
 // command line and docs/benchmarks.md shows the last table.
 //

@@ -1,14 +1,19 @@
 // Package procgroup runs a host command in a process group of its own, so
-// that ending the command ends everything it started. The go command is
-// the reason: killing it leaves its compile, cgo and gcc children running,
-// still writing into the caches and temporary directories their caller is
-// about to remove.
+// that ending the command ends everything it started, and so that none of
+// it outlives this process. The go command is the reason: killing it
+// leaves its compile, cgo and gcc children running, still writing into
+// the caches and temporary directories their caller is about to remove;
+// and a go command started by a process that was killed (kill -9 of
+// mcp-server during its background seed build) went on building for
+// about a minute.
 package procgroup
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -20,32 +25,98 @@ import (
 // rest of its group to go.
 const waitDelay = 5 * time.Second
 
-// Bind makes cmd, made by exec.CommandContext and not yet started, the
-// leader of a new process group and makes the end of its context kill
-// that whole group. Use Run to also wait for what the command left behind.
-func Bind(cmd *exec.Cmd) {
+// Run runs cmd, made by exec.CommandContext and not yet started, as the
+// leader of a new process group and, once it has exited, kills whatever
+// of its group is still running and waits until none of it is left, so
+// nothing it started outlives the call. A group still there after
+// waitDelay is an error joined to the command's own.
+//
+// The group goes with it when cmd's context ends (the whole group is
+// killed), and when this process ends, however it ends: the command has
+// the parent-death signal SIGKILL, and a guard in its group (guard) kills
+// what the command started.
+func Run(cmd *exec.Cmd) error {
+	bind(cmd)
+	// The kernel sends the parent-death signal when the thread that
+	// forked the command ends, not the process (prctl(2),
+	// PR_SET_PDEATHSIG), and the Go runtime ends a thread whose goroutine
+	// exits locked to it: hold this thread until the command is waited
+	// for, so no other goroutine can end it under the command.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	pgid := cmd.Process.Pid
+	g, gerr := startGuard(pgid)
+	if gerr != nil {
+		// Unguarded, its children could outlive us: do not run it.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		gerr = fmt.Errorf("guard process group %d: %w", pgid, gerr)
+	}
+	err := cmd.Wait()
+	rerr := errors.Join(gerr, reap(pgid, waitDelay))
+	if g != nil {
+		g.stop()
+	}
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// bind makes cmd the leader of a new process group, killed by SIGKILL
+// when this process's thread that starts it ends (Run holds it), and
+// makes the end of its context kill that whole group.
+func bind(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 }
 
-// Run binds cmd, runs it and, once it has exited, kills whatever of its
-// group is still running and waits until none of it is left, so nothing
-// it started outlives the call. A group still there after waitDelay is
-// an error joined to the command's own.
-func Run(cmd *exec.Cmd) error {
-	Bind(cmd)
-	err := cmd.Run()
-	if cmd.Process == nil {
-		return err
+// guardScript kills its own process group once its stdin reaches end of
+// file. Its stdin is a pipe whose only write end this process holds
+// (close-on-exec, so no other child inherits it): the kernel closes it
+// when this process ends, however it ends.
+const guardScript = "read x; kill -9 0"
+
+// guard is a shell in a command's process group that kills the group
+// when this process ends: the parent-death signal reaches only the
+// command itself, not the processes it started (the go command's
+// compiles, gcc, test binaries, git), which would otherwise run on.
+type guard struct {
+	cmd   *exec.Cmd
+	alive *os.File // the pipe's write end
+}
+
+// startGuard starts a guard in process group pgid, whose leader is
+// started and not yet waited for (so the group exists).
+func startGuard(pgid int) (*guard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
-	if rerr := reap(cmd.Process.Pid, waitDelay); rerr != nil {
-		return errors.Join(err, rerr)
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", "-c", guardScript)
+	cmd.Stdin = r
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, err
 	}
-	return err
+	return &guard{cmd: cmd, alive: w}, nil
+}
+
+// stop ends the guard (reap killed it with its group; closing the pipe
+// ends one that is somehow still reading) and waits for it.
+func (g *guard) stop() {
+	g.alive.Close()
+	_ = g.cmd.Wait()
 }
 
 // reap kills the process group pgid and waits until none of it runs:

@@ -82,12 +82,22 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // flush writes the summary of the interval that ended, if any.
-func (st *state) flush() {
+func (st *state) flush() { st.flushNow(context.Background()) }
+
+// Flush writes the summary of the records suppressed so far in this
+// interval now rather than when the interval ends, for a program about to
+// stop: a summary still pending when it exits is lost. Records later in
+// the same interval are still within its spent budget, and summed up
+// again when it ends.
+func (h *Handler) Flush(ctx context.Context) { h.st.flushNow(ctx) }
+
+// flushNow writes the pending summary, if any, with ctx.
+func (st *state) flushNow(ctx context.Context) {
 	st.mu.Lock()
 	summary, out := st.takeSummary()
 	st.mu.Unlock()
 	if summary != nil {
-		_ = out.Handle(context.Background(), *summary)
+		_ = out.Handle(context.WithoutCancel(ctx), *summary)
 	}
 }
 
@@ -129,5 +139,10 @@ const (
 // that requests from outside cause, such as refusals. Each call has a
 // budget of its own.
 func Outside(next *slog.Logger) *slog.Logger {
-	return slog.New(New(next.Handler(), OutsideBurst, OutsideInterval))
+	return slog.New(OutsideHandler(next))
+}
+
+// OutsideHandler is Outside's handler, for a caller that also Flushes it.
+func OutsideHandler(next *slog.Logger) *Handler {
+	return New(next.Handler(), OutsideBurst, OutsideInterval)
 }

@@ -121,3 +121,33 @@ func TestQuietSourceNoSummary(t *testing.T) {
 		t.Errorf("%d records passed, summary pending %v; want 5 and none", n, pending)
 	}
 }
+
+// TestFlushWritesPendingSummary: a program stopping before the interval
+// ends gets its summary from Flush at once (no wait for the interval),
+// once: the interval's end then has nothing left to sum up.
+func TestFlushWritesPendingSummary(t *testing.T) {
+	c := newCapture()
+	h := New(c, 2, time.Hour)
+	log := slog.New(h)
+	for range 50 {
+		log.Warn("tool call failed")
+	}
+	h.Flush(context.Background())
+	recs := c.records()
+	if len(recs) != 3 {
+		t.Fatalf("%d records after Flush; want the 2 passed and one summary", len(recs))
+	}
+	if sum := recs[2]; sum.Message != "tool call failed (rate-limited)" || attr(sum, "suppressed").Int64() != 48 {
+		t.Errorf("summary: %q suppressed %v; want 48", sum.Message, attr(sum, "suppressed"))
+	}
+	h.st.mu.Lock()
+	pending := h.st.timer != nil || h.st.dropped != 0
+	h.st.mu.Unlock()
+	if pending {
+		t.Error("a summary is still pending after Flush")
+	}
+	h.Flush(context.Background())
+	if n := len(c.records()); n != 3 {
+		t.Errorf("a second Flush wrote %d more records; want none", n-3)
+	}
+}

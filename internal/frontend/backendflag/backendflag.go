@@ -50,6 +50,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.memoryMB, "memory-mb", local.DefaultMemoryBytes>>20, "local: memory limit of each sandbox, MiB")
 	fs.IntVar(&f.Local.Processes, "processes", local.DefaultProcesses, fmt.Sprintf("local: limit on the processes and threads a sandbox's commands have alive at once (the sandbox's own %d tasks come on top)", local.OwnTasks))
 	fs.IntVar(&f.Local.CPUs, "cpus", 0, "local: CPUs each sandbox may use (default: all)")
+	fs.IntVar(&f.Local.CPUWeight, "cpu-weight", 0, fmt.Sprintf("local: CPU weight of all sandboxes together against this process's other work on a busy machine, in the kernel's weight of a task (1024: a process at nice 0, 110: nice 10; at most %d) (default: this process's own, from its nice value, so sandboxes never outrank it)", local.MaxCPUWeight))
 	fs.IntVar(&f.warmPool, localWarmPoolFlag, local.DefaultWarmPool, "local: how many sandboxes are kept started ahead (the warm pool), so opening one is a claim; 0 disables")
 	fs.Int64Var(&f.diskMB, "disk-mb", 0, fmt.Sprintf("local: disk quota of each sandbox (/app, HOME with its caches, /tmp together), MiB (default %d as root; %d otherwise, where the disk is in memory and its processes may use it while it is empty)", local.DefaultDiskBytes>>20, local.DefaultMemoryDiskBytes>>20))
 	fs.Int64Var(&f.budgetMB, "memory-budget-mb", 0, "local, not root: the most memory all your sandboxes (of every process) may be promised together, MiB: each its memory limit and its disk, which is in memory; an open past it is refused (default: half the host's memory)")
@@ -128,6 +129,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	}
 	if f.Local.CPUs < 0 {
 		return local.Options{}, fmt.Errorf("--cpus=%d: must not be negative", f.Local.CPUs)
+	}
+	if f.Local.CPUWeight < 0 || f.Local.CPUWeight > local.MaxCPUWeight {
+		return local.Options{}, fmt.Errorf("--cpu-weight=%d: want 1 to %d (1024: a process at nice 0), or 0 for this process's own", f.Local.CPUWeight, local.MaxCPUWeight)
 	}
 	if f.warmPool < 0 || f.warmPool > maxWarmPool {
 		return local.Options{}, fmt.Errorf("--"+localWarmPoolFlag+"=%d: want 0 (off) to %d", f.warmPool, maxWarmPool)

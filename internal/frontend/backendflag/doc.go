@@ -2,7 +2,7 @@
 // smoke commands) one spelling of the flags that choose and configure a
 // goruntime backend: --backend=local|agent-sandbox, the local backend's
 // flags (--state-dir, --sandbox-network, --memory-mb, --processes, --cpus,
-// --local-warm-pool-size, --disk-mb, --file-size-mb, --open-files,
+// --cpu-weight, --local-warm-pool-size, --disk-mb, --file-size-mb, --open-files,
 // --connections, --module-download-mb, --disk-inodes, --relax) and the agent-sandbox backend's connection flags
 // (agentsandbox.go: --warm-pool-name, --namespace, --api-url, --kubeconfig,
 // ...). --local-warm-pool and --warm-pool are deprecated aliases of the

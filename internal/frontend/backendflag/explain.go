@@ -18,6 +18,7 @@ var (
 		"MemoryBudgetBytes":   "--memory-budget-mb",
 		"Processes":           "--processes",
 		"CPUs":                "--cpus",
+		"CPUWeight":           "--cpu-weight",
 		"WarmPool":            "--" + localWarmPoolFlag,
 		"DiskBytes":           "--disk-mb",
 		"FileSizeBytes":       "--file-size-mb",

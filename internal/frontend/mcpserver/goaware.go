@@ -207,7 +207,7 @@ func (s *Server) checkGoCode(ctx context.Context, req *mcp.CallToolRequest, in C
 		return err
 	})
 	if err != nil {
-		s.log.Warn("check_go_code failed", "err", err)
+		s.failed.log(ctx, "check_go_code", err)
 		return nil, CheckOutput{}, sessions.Describe(err)
 	}
 	ds, left := mcpDiagnostics(res.Diagnostics)

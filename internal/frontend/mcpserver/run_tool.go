@@ -66,7 +66,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		return err
 	})
 	if err != nil {
-		s.log.Warn("run_go_code failed", "command", clip.String(in.Command, 120), "err", err)
+		s.failed.log(ctx, "run_go_code", err, "command", clip.String(in.Command, 120))
 		return nil, RunOutput{}, describeToolchain(sessions.Describe(err))
 	}
 	out := RunOutput{

@@ -28,6 +28,7 @@ type Server struct {
 
 	metrics *metrics
 	calls   *inflight
+	failed  failedCalls
 }
 
 // protocolVersions are the MCP versions the server speaks. A stateful
@@ -52,7 +53,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, failed: newFailedCalls(cfg.Logger)}
 	s.metrics = newMetrics(func() int { return s.pool.Open() }, s.countHandles)
 	pc := sessions.Config{
 		Backend:         cfg.Backend,
@@ -287,9 +288,12 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener) error {
 
 // Close ends every sandbox (Disconnect instead of Close for the stdio
 // sandbox with Config.Persistent), waiting for calls in flight until ctx
-// is done.
+// is done, and writes the summary of the failed calls' log lines held
+// back (failures.go).
 func (s *Server) Close(ctx context.Context) error {
-	return s.pool.Close(ctx)
+	err := s.pool.Close(ctx)
+	s.failed.flush(ctx)
+	return err
 }
 
 // Reap closes the sandboxes idle for longer than ttl and returns how many

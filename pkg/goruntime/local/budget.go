@@ -99,6 +99,7 @@ func heldLimits(lim cgroups.Limits) cgroups.Limits {
 // ErrHostLimit when the budget refused.
 func (b *Backend) newCgroup(ctx context.Context, id string, pooled bool) (*cgroups.Cgroup, error) {
 	lim := b.opts.cgroupLimits(pooled, b.memoryDisk)
+	lim.GroupWeight = b.opts.groupCPUWeight()
 	budget := b.memoryBudget()
 	if budget == 0 {
 		cg, err := cgroups.New(id, lim)

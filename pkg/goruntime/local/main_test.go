@@ -160,6 +160,11 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	subid-takeover: as a user with subordinate ids, open a sandbox, wait,
 //	            open another, and print whose their files are
 //	            (subidtakeover_test.go).
+//	seed-build: build the extra seed build cache in its state directory
+//	            until killed (diewithparent_test.go).
+//	cpu-weight: open a sandbox from a cpu cgroup of its own at a nice
+//	            value, print its ID, close it at the end of stdin
+//	            (cpuweight_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -183,6 +188,10 @@ func runHelper(mode string) int {
 		return takeoverHelper(ctx, opts)
 	case "descriptors":
 		return descriptorsHelper(ctx, opts)
+	case "seed-build":
+		return seedBuildHelper(ctx, opts)
+	case "cpu-weight":
+		return cpuWeightHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/modproxy"
 )
 
@@ -79,6 +80,20 @@ type Options struct {
 	// CPUs, and sets GOMAXPROCS. Default runtime.NumCPU(), which is also
 	// the most it may be: New rejects more CPUs than the machine has.
 	CPUs int
+
+	// CPUWeight is the CPU weight of all sandboxes together against the
+	// other processes of the caller's cgroup when the CPUs are contended,
+	// in the kernel's weight of a task (1024: a process at nice 0, 110:
+	// nice 10, 15: nice 19; cgroup v1 cpu.shares, scaled to cpu.weight
+	// on v2), at most MaxCPUWeight. Default 0: the weight of the
+	// calling process itself, from its nice value (and its session's
+	// autogroup's, where that gives less), read at each sandbox start,
+	// so sandboxes never outrank the processes of the user who started
+	// them. Every backend of the caller's cgroup shares the one group:
+	// the latest sandbox start sets it. On cgroup v1 a user other than
+	// root cannot set it: root's one-time setup weighs the user's group
+	// as one process at nice 0.
+	CPUWeight int
 
 	// FileSizeBytes caps the size of any single file a sandbox writes
 	// (RLIMIT_FSIZE); a write past it fails with EFBIG ("file too large").
@@ -256,6 +271,9 @@ const (
 	// MinConnections is the smallest Connections New accepts: a test's
 	// HTTP client and server hold a few dozen at once.
 	MinConnections = 64
+	// MaxCPUWeight is the largest CPUWeight New accepts: cgroup v1's
+	// largest cpu.shares (262144, 256 processes at nice 0).
+	MaxCPUWeight = cgroups.MaxWeight
 	// OwnTasks is the sandbox's own tasks, which Processes does not
 	// count: the runtime server's threads (serverOSThreads it starts up
 	// front, the Go runtime's sysmon, template and signal threads),
@@ -303,6 +321,9 @@ func (o Options) validate() error {
 			"with Options.Network they reach the host's GOPROXY themselves: drop one of the two")
 	case modproxy.ValidatePatterns(o.AllowModules) != nil:
 		return fmt.Errorf("local backend: Options.AllowModules: %w", modproxy.ValidatePatterns(o.AllowModules))
+	case o.CPUWeight < 0 || o.CPUWeight > MaxCPUWeight:
+		return fmt.Errorf("local backend: CPU weight %d (Options.CPUWeight) must be between 1 and %d (1024: a process at nice 0), or 0 for the caller's own",
+			o.CPUWeight, MaxCPUWeight)
 	case o.CPUs > runtime.NumCPU():
 		return fmt.Errorf("local backend: CPU limit %d (Options.CPUs) is more than the %d CPUs of this machine: "+
 			"set at most %d, or 0 for all", o.CPUs, runtime.NumCPU(), runtime.NumCPU())

@@ -413,8 +413,10 @@ func TestWarmPoolDiesWithOwner(t *testing.T) {
 			cmd.Process.Pid, len(ids), ids, seen)
 	}
 	var pids []int
+	var cgroupDirs []string
 	for _, id := range ids {
 		pids = append(pids, sandboxPID(t, b.StateDir(), id))
+		cgroupDirs = append(cgroupDirs, sandboxCgroups(t, b.StateDir(), id)...)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -440,6 +442,35 @@ func TestWarmPoolDiesWithOwner(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// And their cgroups, removed with their directories.
+	for _, dir := range cgroupDirs {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s of the killed owner's sandbox left after New pruned (%v)", dir, err)
+		}
+	}
+}
+
+// sandboxCgroups reads the cgroup directories of sandbox id from its
+// state file.
+func sandboxCgroups(tb testing.TB, stateDir, id string) []string {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, "sandboxes", id, "sandbox.json"))
+	if err != nil {
+		tb.Fatalf("sandbox %s state: %v", id, err)
+	}
+	var m struct {
+		Cgroup struct{ Memory, Pids, CPU string } `json:"cgroup"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.Cgroup.Memory == "" {
+		tb.Fatalf("sandbox %s state: cgroup %+v, %v", id, m.Cgroup, err)
+	}
+	var dirs []string
+	for _, d := range []string{m.Cgroup.Memory, m.Cgroup.Pids, m.Cgroup.CPU} {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // TestWarmPoolLimits: a sandbox claimed from the pool runs under the

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procgroup"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -139,7 +140,8 @@ func (b *ToolchainStore) Provision(ctx context.Context, version string, progress
 		cmd.Env = append(cmd.Env, "GOSUMDB="+b.hostSumDB)
 	}
 	cmd.Stdout, cmd.Stderr = progress, progress
-	if err := cmd.Run(); err != nil {
+	// A download can take minutes: it must not outlive a killed caller.
+	if err := procgroup.Run(cmd); err != nil {
 		return fmt.Errorf("provision Go %s into %s (GOPROXY=%s): %w", v, b.modCache, b.hostProxy, err)
 	}
 	if _, err := os.Stat(filepath.Join(toolchainDir(b.modCache, v), "bin", "go")); err != nil {

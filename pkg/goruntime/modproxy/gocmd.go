@@ -68,15 +68,14 @@ func (g GoCommand) Query(ctx context.Context, mod, query string) (Info, error) {
 }
 
 // run runs the go command with args in its own process group (killed
-// whole when ctx ends) and decodes its JSON stdout into v. A failure's
+// whole when ctx ends or this process does: procgroup.Run) and decodes its JSON stdout into v. A failure's
 // error is the go command's stderr.
 func (g GoCommand) run(ctx context.Context, v any, args ...string) error {
 	cmd := exec.CommandContext(ctx, g.Go, args...)
 	cmd.Env, cmd.Dir = g.Env, g.Dir
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	procgroup.Bind(cmd)
-	err := cmd.Run()
+	err := procgroup.Run(cmd)
 	if jerr := json.Unmarshal(stdout.Bytes(), v); err == nil && jerr != nil {
 		err = fmt.Errorf("decode its output: %w", jerr)
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +46,11 @@ type Limits struct {
 	// CPUs' worth (see cpuWeightBackgroundV1); Cgroup.Foreground gives it
 	// the full weight.
 	Background bool
+	// GroupWeight is the CPU weight of all sandboxes together (their
+	// group) against the caller's other processes, in NiceWeight's units
+	// (1024: a process at nice 0), written when the sandbox's cgroup is
+	// made (weight.go); 0 leaves the group's weight as it is.
+	GroupWeight int
 }
 
 // socketBytes is how much socket buffer memory (TCP and UDP, in all
@@ -133,9 +137,12 @@ func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
 			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), "100000"},
 			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)},
 			[2]string{filepath.Join(cg.CPU, "cpu.shares"), cpuWeight(false, lim.CPUs, lim.Background)})
-		// The group of all sandboxes competes with the caller's other
-		// processes as the machine's CPUs' worth of tasks (see cpuWeightV1).
-		_ = os.WriteFile(filepath.Join(filepath.Dir(cg.CPU), "cpu.shares"), []byte(strconv.Itoa(cpuWeightV1*runtime.NumCPU())), 0o644)
+	}
+	if cg.CPU != "" && lim.GroupWeight > 0 {
+		// The group of all sandboxes weighs as one of the caller's
+		// processes (weight.go). Not an error when it cannot be set: a
+		// user's group on v1 is root's to weigh (Delegate).
+		_ = os.WriteFile(filepath.Join(filepath.Dir(cg.CPU), "cpu.shares"), []byte(groupWeight(false, lim.GroupWeight)), 0o644)
 	}
 	for _, w := range writes {
 		if err := os.WriteFile(w[0], []byte(w[1]), 0o644); err != nil {
@@ -180,7 +187,9 @@ func newV2(id string, lim Limits, own, parent string) (*Cgroup, error) {
 		writes = append(writes,
 			[2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)},
 			[2]string{"cpu.weight", cpuWeight(true, lim.CPUs, lim.Background)})
-		_ = os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(strconv.Itoa(min(cpuWeightV2*runtime.NumCPU(), 10000))), 0o644)
+	}
+	if cg.CPU != "" && lim.GroupWeight > 0 {
+		_ = os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(groupWeight(true, lim.GroupWeight)), 0o644)
 	}
 	for _, w := range writes {
 		p := filepath.Join(dir, w[0])

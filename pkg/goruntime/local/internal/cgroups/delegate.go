@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 )
@@ -56,11 +55,13 @@ func Delegate(uid, gid int) ([]string, error) {
 			}
 		}
 		// The weight of the user's sandboxes together against the rest of
-		// the host: what root's backend gives its group (newV1), which the
-		// user may not set itself.
+		// the host, which the user may not set itself (it could raise it
+		// past what its own processes may have): one process at nice 0,
+		// the most any of the user's processes gets without privilege
+		// (weight.go).
 		if c == "cpu" {
 			p := filepath.Join(dir, "cpu.shares")
-			if err := os.WriteFile(p, []byte(strconv.Itoa(cpuWeightV1*runtime.NumCPU())), 0o644); err != nil {
+			if err := os.WriteFile(p, []byte(groupWeight(false, NiceWeight(0))), 0o644); err != nil {
 				return dirs, fmt.Errorf("set the CPU weight of %s: %w", dir, err)
 			}
 		}

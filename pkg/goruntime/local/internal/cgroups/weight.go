@@ -7,22 +7,31 @@ import (
 	"strconv"
 )
 
-// CPU weights: a sandbox may use CPUs cores, so under contention it
-// competes as CPUs runnable tasks, not as one. The kernel weighs a cgroup
-// as a whole against its sibling tasks: with the default weight, all the
-// threads of a sandbox's go build together got the CPU share of a single
-// host process, so on a busy machine sandboxed builds ran several times
-// slower than the same build on the host. The group holding every sandbox
-// gets the weight of the machine's CPUs, so sandboxes together never
-// outweigh a machine's worth of host tasks.
+// CPU weights, at two levels.
 //
-// A warm-pool sandbox starts in the background, right after a claim, when
-// the session that claimed is about to run its first command. It starts
-// at a sixteenth of one task's weight, so it takes little CPU time from
-// running sandboxes, and gets its full weight when it is claimed. (The
-// backend's refill also waits for the claiming session's first commands:
-// local's pool.go.) It competes only with its sibling sandboxes, not with
-// the host's other processes, so a busy host does not starve it.
+// The group of all sandboxes (groupName, below the caller's cgroup)
+// competes with the caller's own processes, and weighs no more than one
+// of them: Limits.GroupWeight, the caller's own weight from its nice
+// value (CallerWeight) unless the caller sets one. The kernel weighs a
+// group as a whole against its sibling tasks (or, in the root cgroup
+// where the kernel groups sessions, against the caller's session), and
+// gives a group's whole weight to its one busy thread: at the former
+// fixed weight of 1024 per CPU of the machine (2048 on 2 CPUs, twice a
+// process at nice 0) one CPU-bound program in a sandbox got about twice
+// the CPU of the same program of the caller's, whatever the caller's
+// nice (bubblewrap inherits it, but a task's nice only weighs within its
+// own cgroup).
+//
+// Within the group, a sandbox may use CPUs cores, so it competes with the
+// other sandboxes as CPUs tasks, not as one. A warm-pool sandbox starts
+// in the background, right after a claim, when the session that claimed
+// is about to run its first command. It starts at a sixteenth of one
+// task's weight, so it takes little CPU time from running sandboxes, and
+// gets its full weight when it is claimed. (The backend's refill also
+// waits for the claiming session's first commands: local's pool.go.)
+// These weights count only against sibling sandboxes, not against the
+// host's other processes, so a busy host does not starve the pool more
+// than it slows any sandbox.
 const (
 	cpuWeightV1 = 1024 // cgroup v1 cpu.shares of one task (the default)
 	cpuWeightV2 = 100  // cgroup v2 cpu.weight of one task (the default)
@@ -30,6 +39,15 @@ const (
 	cpuWeightBackgroundV1 = cpuWeightV1 / 16 // cgroup v1 cpu.shares of a sandbox in the warm pool
 	cpuWeightBackgroundV2 = cpuWeightV2 / 16 // cgroup v2 cpu.weight of a sandbox in the warm pool
 )
+
+// groupWeight is the cgroup v1 cpu.shares (2 to MaxWeight) or v2
+// cpu.weight of the sandboxes' group for a weight in NiceWeight's units.
+func groupWeight(v2 bool, w int) string {
+	if v2 {
+		return strconv.Itoa(v2Weight(w))
+	}
+	return strconv.Itoa(min(max(w, 2), MaxWeight))
+}
 
 // cpuWeight is the CPU weight of a sandbox allowed cpus CPUs, or of one
 // in the background: cgroup v1 cpu.shares, or v2 cpu.weight.

@@ -93,10 +93,10 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	// each package as it compiles it.
 	want := map[string]bool{}
 	list := exec.CommandContext(ctx, goCmd, "list", "-deps", "-test", "-f", "{{.ImportPath}}", ".")
-	list.Dir, list.Env = src, runEnv
-	procgroup.Bind(list)
-	if out, err := list.Output(); err == nil {
-		for _, p := range strings.Fields(string(out)) {
+	var listed bytes.Buffer
+	list.Dir, list.Env, list.Stdout = src, runEnv, &listed
+	if err := procgroup.Run(list); err == nil {
+		for _, p := range strings.Fields(listed.String()) {
 			want[p] = true
 		}
 	}
@@ -151,7 +151,10 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		}}
 		cmd.Stdout, cmd.Stderr = out, out
 		// The whole group: a go command killed by ctx leaves its
-		// compile, cgo and gcc children writing into the cache.
+		// compile, cgo and gcc children writing into the cache; and
+		// none of it outlives this process (a killed mcp-server's build
+		// went on for a minute, and the next process would take its
+		// build directory for a dead one's).
 		if err := procgroup.Run(cmd); err != nil {
 			return fmt.Errorf("go %s: %w: %s", strings.Join(st.args, " "), err, bytes.TrimSpace(out.tail()))
 		}
