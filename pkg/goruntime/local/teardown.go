@@ -10,6 +10,11 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 )
 
+// lifelineExitWait is how long Close lets a sandbox end by its lifeline
+// (the server exits, bubblewrap reaps it and exits) before it kills what
+// is left in its cgroup.
+const lifelineExitWait = 2 * time.Second
+
 // Close destroys the sandbox: its processes, cgroup and state directory.
 // Calling it again returns nil.
 func (s *Sandbox) Close(ctx context.Context) error {
@@ -29,6 +34,17 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.lifeline.Close() // the server (PID 1) exits, and the sandbox with it
 	}
 	var errs []error
+	if s.exited != nil {
+		// Bubblewrap reaps the server once it has taken the sandbox with
+		// it: killed before that, bubblewrap would leave the server to the
+		// host's init, which may reap it seconds later, and the cgroup
+		// would hold it as long. A server that cannot see its lifeline
+		// (stopped) is killed with the rest below.
+		select {
+		case <-s.exited:
+		case <-time.After(lifelineExitWait):
+		}
+	}
 	cg := s.meta.Cgroup
 	if err := cg.Remove(); err != nil {
 		errs = append(errs, err)
