@@ -28,6 +28,7 @@ type Server struct {
 
 	metrics *metrics
 	calls   *inflight
+	streams *callStreams
 }
 
 // protocolVersions are the MCP versions the server speaks. A stateful
@@ -81,8 +82,9 @@ func New(cfg Config) (*Server, error) {
 		Capabilities:              &mcp.ServerCapabilities{},
 	})
 	s.calls = newInflight(cfg.Stateless)
+	s.streams = newCallStreams(cfg.Stateless, cfg.Logger)
 	// Outermost first: metrics see the answer a stopped call gets.
-	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware, s.ssePollMiddleware)
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware, s.streams.middleware, s.ssePollMiddleware)
 	s.addTools()
 	return s, nil
 }
@@ -210,8 +212,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	// connection during a long call, or whose stream the server closed
 	// (Config.SSECloseAfter, ssepoll.go), reconnects with Last-Event-ID
 	// and gets the result; the go-sdk then opens each stream with a
-	// priming event (2025-11-25 clients). MCP 2026-07-28 has no
-	// resumption.
+	// priming event (2025-11-25 clients), which also sends the response
+	// headers at once. MCP 2026-07-28 has no resumption; a stateless
+	// server resumes nothing (a call ends with its POST: cancel.go).
 	events := mcp.NewMemoryEventStore(nil)
 	events.SetMaxBytes(s.cfg.EventStoreBytes)
 	var timeout time.Duration
@@ -223,7 +226,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes,
 			Stateless: s.cfg.Stateless, EventStore: events})
-	return mcphttp.Handler(h, s.httpConfig())
+	return mcphttp.Handler(s.streams.handler(h), s.httpConfig())
 }
 
 // httpConfig is Config.HTTP with the server's logger when it has none.
