@@ -71,6 +71,7 @@ func New(cfg Config) (*Server, error) {
 		pc.Others = s.countHandles
 	}
 	s.pool = sessions.New(pc)
+	caps := capabilities()
 	s.mcp = mcp.NewServer(&mcp.Implementation{
 		Name:    "go-runtime-sandbox",
 		Title:   "Go runtime sandbox",
@@ -79,12 +80,12 @@ func New(cfg Config) (*Server, error) {
 		Instructions:              instructions,
 		Logger:                    sdkLogger(cfg.Logger),
 		SupportedProtocolVersions: protocolVersions(cfg.Stateless),
-		Capabilities:              &mcp.ServerCapabilities{},
+		Capabilities:              caps,
 	})
 	s.calls = newInflight(cfg.Stateless)
 	s.streams = newCallStreams(cfg.Stateless, cfg.Logger)
 	// Outermost first: metrics see the answer a stopped call gets.
-	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware, s.streams.middleware, s.ssePollMiddleware)
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware, undeclared(caps), s.calls.middleware, s.streams.middleware, s.ssePollMiddleware)
 	s.addTools()
 	return s, nil
 }
