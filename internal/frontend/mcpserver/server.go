@@ -227,7 +227,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes,
 			Stateless: s.cfg.Stateless, EventStore: events})
-	return mcphttp.Handler(s.streams.handler(h), s.httpConfig())
+	return mcphttp.Handler(sseEventNames(s.streams.handler(h)), s.httpConfig())
 }
 
 // httpConfig is Config.HTTP with the server's logger when it has none.
