@@ -45,9 +45,10 @@ import (
 var errCancelled = errors.New("the client cancelled the call or closed its connection")
 
 // cancelledMessage is the answer of a tools/call whose client cancelled
-// it, where one still goes out: over stdio, where the go-sdk answers
-// every call, and over stateful HTTP when the answer goes to a stream
-// other than the call's POST (one resumed with Last-Event-ID). It
+// it, where one still goes out (the go-sdk answers every call): over
+// stateful HTTP when the answer goes to a stream other than the call's
+// POST (one resumed with Last-Event-ID), or over a go-sdk transport
+// connected to Server.MCP(); ServeStdio drops it (stdioCancels). It
 // replaces the tool's own answer, which would report the cancellation as
 // a failure of whatever command or transfer it cut ("context canceled").
 const cancelledMessage = "cancelled: the client cancelled this call before it finished; its command, if one ran, was killed."

@@ -205,10 +205,50 @@ func TestStatefulCancelledCallGetsNoAnswer(t *testing.T) {
 	waitGone(t, pid)
 }
 
-// Where a cancelled call's answer still goes out (stdio: the go-sdk
-// writes one for every call), it says the call was cancelled, and
-// nothing of what the cut command or transfer reported.
-func TestCancelledCallAnswerSaysCancelled(t *testing.T) {
+// rawClient speaks newline-delimited JSON-RPC to a server over pipes.
+type rawClient struct {
+	t     *testing.T
+	w     io.Writer
+	lines *bufio.Scanner
+}
+
+func (c *rawClient) send(msg string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.w, msg+"\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next is the next message from the server.
+func (c *rawClient) next() string {
+	c.t.Helper()
+	if !c.lines.Scan() {
+		c.t.Fatalf("no more messages: %v", c.lines.Err())
+	}
+	return c.lines.Text()
+}
+
+// initialize opens the session and starts a sleeper as call 7; it
+// returns the sleeper's pid.
+func (c *rawClient) initialize(dir string) int {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	c.next()
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	pidFile := filepath.Join(dir, "pid")
+	c.send(runCall(sleeper(pidFile, filepath.Join(dir, "finished"))))
+	return waitPID(c.t, pidFile)
+}
+
+func newRawClient(t *testing.T, r io.Reader, w io.Writer) *rawClient {
+	lines := bufio.NewScanner(r)
+	lines.Buffer(nil, 1<<20)
+	return &rawClient{t: t, w: w, lines: lines}
+}
+
+// Over stdio a cancelled call gets no answer: the go-sdk writes one, and
+// the server drops it; the next request is answered.
+func TestStdioCancelledCallGetsNoAnswer(t *testing.T) {
 	s, _ := newTestServer(t, Config{})
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
@@ -216,34 +256,54 @@ func TestCancelledCallAnswerSaysCancelled(t *testing.T) {
 	go func() { done <- s.ServeStdio(context.Background(), cr, cw) }()
 	t.Cleanup(func() {
 		sw.Close()
+		go func() { _, _ = io.Copy(io.Discard, sr) }()
 		if err := <-done; err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
 	})
-	lines := bufio.NewScanner(sr)
-	lines.Buffer(nil, 1<<20)
-	send := func(msg string) {
-		if _, err := io.WriteString(sw, msg+"\n"); err != nil {
-			t.Fatal(err)
+	c := newRawClient(t, sr, sw)
+	pid := c.initialize(t.TempDir())
+	c.send(cancel7)
+	waitGone(t, pid)
+	c.send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	for {
+		msg := c.next()
+		if strings.Contains(msg, `"id":7`) {
+			t.Fatalf("the cancelled call was answered: %s", msg)
+		}
+		if strings.Contains(msg, `"id":8`) {
+			break
 		}
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
-	if !lines.Scan() {
-		t.Fatal("no answer to initialize")
+}
+
+// Where a cancelled call's answer still goes out (the go-sdk's own
+// transports answer every call), it says the call was cancelled, and
+// nothing of what the cut command or transfer reported.
+func TestCancelledCallAnswerSaysCancelled(t *testing.T) {
+	s, _ := newTestServer(t, Config{})
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	ss, err := s.MCP().Connect(context.Background(), &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pid")
-	send(runCall(sleeper(pidFile, filepath.Join(dir, "finished"))))
-	pid := waitPID(t, pidFile)
-	send(cancel7)
-	if !lines.Scan() {
-		t.Fatalf("no answer to the cancelled call: %v", lines.Err())
-	}
-	got := lines.Text()
+	t.Cleanup(func() {
+		sw.Close()
+		go func() { _, _ = io.Copy(io.Discard, sr) }()
+		_ = ss.Wait()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(cctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	c := newRawClient(t, sr, sw)
+	pid := c.initialize(t.TempDir())
+	c.send(cancel7)
+	got := c.next()
 	if !strings.Contains(got, `"id":7`) || !strings.Contains(got, "cancelled: the client cancelled this call") || strings.Contains(got, "context canceled") {
 		t.Fatalf("the cancelled call's answer: %s", got)
 	}
 	waitGone(t, pid)
-	go func() { _, _ = io.Copy(io.Discard, sr) }()
 }

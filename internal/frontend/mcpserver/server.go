@@ -152,12 +152,14 @@ func (s *Server) serveStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 // stdioTransport is the go-sdk's IOTransport over r and w with a
 // frameLimiter in front: a line over Config.MaxRequestBytes is dropped and
 // a request among them answered with an error naming the limit, instead of
-// the go-sdk ending the session. The go-sdk's own cap is set to the same
+// the go-sdk ending the session; the answer of a call its client
+// cancelled is dropped (stdioCancels). The go-sdk's own cap is set to the same
 // limit (plus the newline, which it counts); it trips only on a message
 // spread over several lines, which the stdio transport forbids.
 func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTransport, *lockedWriter) {
 	limit := s.cfg.MaxRequestBytes
-	out := &lockedWriter{w: w}
+	cancels := newStdioCancels()
+	out := &lockedWriter{w: w, keep: cancels.keep}
 	in := newFrameLimiter(r, limit, func(f oversizeFrame) {
 		s.log.Warn("dropped a stdio message over the request size limit (--max-request-mb)",
 			"bytes", f.Bytes, "limit_bytes", limit, "method", f.Method, "id", string(f.ID))
@@ -168,6 +170,7 @@ func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTrans
 			s.log.Warn("reply to an oversize stdio message", "err", err)
 		}
 	})
+	in.passed = cancels.read
 	return &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: int(limit) + 1}, out
 }
 
