@@ -119,14 +119,15 @@ func (t *callStreams) handler(next http.Handler) http.Handler {
 		// so a call is entered before its handler runs, and a cancellation
 		// stops its call's POST before the go-sdk cancels the call.
 		body.ended = func() {
-			if id, ok := body.scan.requestID(); ok {
+			method := body.scan.methodName()
+			if id, ok := body.scan.requestID(); ok && method != "" {
 				if key.id, ok = makeID(id); ok {
 					t.enter(key, cs)
 					entered = true
 				}
 				return
 			}
-			if body.scan.methodName() == "notifications/cancelled" && len(body.head) <= cancelHeadBytes {
+			if method == "notifications/cancelled" && len(body.head) <= cancelHeadBytes {
 				t.cancelNamed(key, body.head)
 			}
 		}
