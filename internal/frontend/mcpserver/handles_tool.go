@@ -81,7 +81,7 @@ func (s *Server) handleTTL(seconds float64) (time.Duration, error) {
 		return min(defaultHandleTTL, s.cfg.MaxTTL), nil
 	}
 	if seconds < goruntime.MinHandleTTL.Seconds() || math.IsNaN(seconds) || math.IsInf(seconds, 0) {
-		return 0, fmt.Errorf("ttl_seconds %v: want a number of seconds, at least %g", seconds, goruntime.MinHandleTTL.Seconds())
+		return 0, fmt.Errorf("ttl_seconds %v: want a number of seconds, at least %g (0 or none for the default)", seconds, goruntime.MinHandleTTL.Seconds())
 	}
 	if seconds > s.cfg.MaxTTL.Seconds() {
 		return 0, fmt.Errorf("ttl_seconds %v: at most %g is allowed (--max-ttl)", seconds, s.cfg.MaxTTL.Seconds())
@@ -139,7 +139,7 @@ func createdNote(u used) string {
 
 // CreateInput is create_sandbox's input.
 type CreateInput struct {
-	TTLSeconds float64           `json:"ttl_seconds,omitempty" jsonschema:"end the sandbox after this many seconds without a call using it"`
+	TTLSeconds float64           `json:"ttl_seconds,omitempty" jsonschema:"end the sandbox after this many seconds without a call using it (at least 1); 0 or absent: the default"`
 	Labels     map[string]string `json:"labels,omitempty" jsonschema:"your own key/value labels, listed by list_sandboxes (at most 16; keys and values up to 63 of a-z A-Z 0-9 - _ .)"`
 }
 

@@ -29,6 +29,7 @@ type Server struct {
 	metrics *metrics
 	calls   *inflight
 	failed  failedCalls
+	streams *callStreams
 }
 
 // protocolVersions are the MCP versions the server speaks. A stateful
@@ -79,6 +80,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("one principal can hold every sandbox and lock the other principals out: --max-sandboxes-per-principal is not below --max-sandboxes (auto gives each principal half)",
 			"principals", n, "max_sandboxes_per_principal", cfg.MaxSandboxesPerPrincipal, "max_sandboxes", cfg.MaxSandboxes)
 	}
+	caps := capabilities()
 	s.mcp = mcp.NewServer(&mcp.Implementation{
 		Name:    "go-runtime-sandbox",
 		Title:   "Go runtime sandbox",
@@ -87,11 +89,12 @@ func New(cfg Config) (*Server, error) {
 		Instructions:              instructions,
 		Logger:                    sdkLogger(cfg.Logger),
 		SupportedProtocolVersions: protocolVersions(cfg.Stateless),
-		Capabilities:              &mcp.ServerCapabilities{},
+		Capabilities:              caps,
 	})
 	s.calls = newInflight(cfg.Stateless)
+	s.streams = newCallStreams(cfg.Stateless, cfg.Logger)
 	// Outermost first: metrics see the answer a stopped call gets.
-	s.mcp.AddReceivingMiddleware(s.metrics.middleware, s.calls.middleware, s.ssePollMiddleware)
+	s.mcp.AddReceivingMiddleware(s.metrics.middleware, undeclared(caps), s.calls.middleware, s.streams.middleware, s.ssePollMiddleware)
 	s.addTools()
 	return s, nil
 }
@@ -158,12 +161,14 @@ func (s *Server) serveStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 // stdioTransport is the go-sdk's IOTransport over r and w with a
 // frameLimiter in front: a line over Config.MaxRequestBytes is dropped and
 // a request among them answered with an error naming the limit, instead of
-// the go-sdk ending the session. The go-sdk's own cap is set to the same
+// the go-sdk ending the session; the answer of a call its client
+// cancelled is dropped (stdioCancels). The go-sdk's own cap is set to the same
 // limit (plus the newline, which it counts); it trips only on a message
 // spread over several lines, which the stdio transport forbids.
 func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTransport, *lockedWriter) {
 	limit := s.cfg.MaxRequestBytes
-	out := &lockedWriter{w: w}
+	cancels := newStdioCancels()
+	out := &lockedWriter{w: w, keep: cancels.keep}
 	in := newFrameLimiter(r, limit, func(f oversizeFrame) {
 		s.log.Warn("dropped a stdio message over the request size limit (--max-request-mb)",
 			"bytes", f.Bytes, "limit_bytes", limit, "method", f.Method, "id", string(f.ID))
@@ -174,6 +179,7 @@ func (s *Server) stdioTransport(r io.ReadCloser, w io.WriteCloser) (*mcp.IOTrans
 			s.log.Warn("reply to an oversize stdio message", "err", err)
 		}
 	})
+	in.passed = cancels.read
 	return &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: int(limit) + 1}, out
 }
 
@@ -219,8 +225,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	// connection during a long call, or whose stream the server closed
 	// (Config.SSECloseAfter, ssepoll.go), reconnects with Last-Event-ID
 	// and gets the result; the go-sdk then opens each stream with a
-	// priming event (2025-11-25 clients). MCP 2026-07-28 has no
-	// resumption.
+	// priming event (2025-11-25 clients), which also sends the response
+	// headers at once. MCP 2026-07-28 has no resumption; a stateless
+	// server resumes nothing (a call ends with its POST: cancel.go).
 	events := mcp.NewMemoryEventStore(nil)
 	events.SetMaxBytes(s.cfg.EventStoreBytes)
 	var timeout time.Duration
@@ -232,7 +239,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{SessionTimeout: timeout, Logger: ratelog.Outside(sdkLogger(s.log)), MaxRequestBodyBytes: s.cfg.MaxRequestBytes,
 			Stateless: s.cfg.Stateless, EventStore: events})
-	return mcphttp.Handler(h, s.httpConfig())
+	return mcphttp.Handler(sseEventNames(s.streams.handler(h)), s.httpConfig())
 }
 
 // httpConfig is Config.HTTP with the server's logger when it has none.

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -93,3 +95,40 @@ func closeEvery(closeStream func(mcp.CloseSSEStreamArgs), every time.Duration, s
 		}
 	}
 }
+
+// sseEventNames wraps the go-sdk's Streamable HTTP handler so that the
+// priming event and the event sent before the server closes a stream go
+// out as MCP's transport text describes them, an event ID or a retry
+// field with empty data and no event name (SSE's default type,
+// "message"). The go-sdk names them "prime" and "close", which clients
+// that dispatch by event type report as unknown (the Python SDK logs
+// "Unknown SSE event: prime" on every call). Neither carries data, which
+// SSE clients do not dispatch, so dropping the name changes nothing else.
+// The go-sdk writes each event with one Write, its name line first.
+func sseEventNames(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(unnamedEvents{w}, r)
+	})
+}
+
+// The go-sdk's event name lines that sseEventNames drops.
+var (
+	primeEventName = []byte("event: prime\n")
+	closeEventName = []byte("event: close\n")
+)
+
+// unnamedEvents drops the name line of the go-sdk's priming and closing
+// events.
+type unnamedEvents struct{ http.ResponseWriter }
+
+func (w unnamedEvents) Write(p []byte) (int, error) {
+	for _, name := range [][]byte{primeEventName, closeEventName} {
+		if bytes.HasPrefix(p, name) {
+			n, err := w.ResponseWriter.Write(p[len(name):])
+			return n + len(name), err
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w unnamedEvents) Unwrap() http.ResponseWriter { return w.ResponseWriter }

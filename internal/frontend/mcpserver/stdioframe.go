@@ -56,6 +56,9 @@ type frameLimiter struct {
 	closer io.Closer
 	limit  int64
 	refuse func(oversizeFrame)
+	// passed, when not nil, is shown each line that passes, before the
+	// go-sdk reads it (stdioCancels.read).
+	passed func(line []byte)
 
 	line    []byte // the line being gathered, reused
 	pending []byte // what Read hands out next: the rest of a line that fit
@@ -93,6 +96,9 @@ func (f *frameLimiter) nextLine() {
 		}
 		if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
 			f.pending, f.err = f.line, err
+			if f.passed != nil && len(f.line) > 0 {
+				f.passed(f.line)
+			}
 			return
 		}
 	}
@@ -127,14 +133,22 @@ func (f *frameLimiter) drop(err error) {
 type lockedWriter struct {
 	mu        sync.Mutex
 	w         io.WriteCloser
-	responses atomic.Int64 // JSON-RPC responses written (isResponse)
+	responses atomic.Int64 // JSON-RPC responses written (isResponse), or dropped by keep
+	// keep, when not nil, says whether a response goes out: the answer
+	// of a call its client cancelled does not (stdioCancels.keep).
+	keep func(response []byte) bool
 }
 
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	response := isResponse(p)
+	if response && w.keep != nil && !w.keep(p) {
+		w.responses.Add(1)
+		return len(p), nil
+	}
 	n, err := w.w.Write(p)
-	if err == nil && isResponse(p) {
+	if err == nil && response {
 		w.responses.Add(1)
 	}
 	return n, err
