@@ -158,6 +158,8 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	subid-takeover: as a user with subordinate ids, open a sandbox, wait,
 //	            open another, and print whose their files are
 //	            (subidtakeover_test.go).
+//	seedless:   as a user other than root, open a sandbox and go run hello
+//	            world while the seed cannot complete (seedless_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -179,6 +181,8 @@ func runHelper(mode string) int {
 		return takeoverHelper(ctx, opts)
 	case "descriptors":
 		return descriptorsHelper(ctx, opts)
+	case "seedless":
+		return seedlessHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,19 +33,9 @@ const jsonMain = "package main\n\nimport (\n\t\"encoding/json\"\n\t\"fmt\"\n\t\"
 // ends).
 func holdSeedLock(t *testing.T, b *local.Backend) (release func()) {
 	t.Helper()
-	p, err := local.SeedLockPath(b)
+	f, err := lockSeed(b)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatalf("hold the seed build's lock %s: %v", p, err)
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { f.Close() }) }
@@ -52,13 +43,35 @@ func holdSeedLock(t *testing.T, b *local.Backend) (release func()) {
 	return release
 }
 
+// lockSeed takes the lock of b's base seed build; closing the file
+// releases it.
+func lockSeed(b *local.Backend) (*os.File, error) {
+	p, err := local.SeedLockPath(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hold the seed build's lock %s: %w", p, err)
+	}
+	return f, nil
+}
+
 // seedComplete reports whether a base seed of state is complete.
 func seedComplete(t *testing.T, state string) bool {
 	t.Helper()
-	done, err := filepath.Glob(filepath.Join(state, "seed", "*", ".complete"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	return seedIn(state)
+}
+
+func seedIn(state string) bool {
+	done, _ := filepath.Glob(filepath.Join(state, "seed", "*", ".complete"))
 	return len(done) > 0
 }
 
@@ -164,4 +177,73 @@ func TestOpenWithoutSeed(t *testing.T) {
 	if !strings.HasSuffix(res.Stdout, "hello, world\n") {
 		t.Errorf("hello world built with the seed printed %q", res.Stdout)
 	}
+}
+
+// seedlessUID is the user TestOpenWithoutSeedRootless runs its backend
+// as: a uid with no account on the host and no other use in the tests.
+const seedlessUID = 65529
+
+// TestOpenWithoutSeedRootless: as a user other than root (a memory disk,
+// whose build cache overlay then has the empty directory below it, read
+// by the sandbox's subordinate ids), on an empty state directory whose
+// seed cannot complete (the helper holds the seed build's lock), Open
+// and a go run of hello world return its output.
+func TestOpenWithoutSeedRootless(t *testing.T) {
+	u := newAsUser(t, seedlessUID, "grs-seedless", rootlessSubIDs+3*65536, false)
+	out, err := u.command("seedless", true).CombinedOutput()
+	t.Logf("the backend as uid %d without a seed:\n%s", seedlessUID, out)
+	if err != nil {
+		t.Fatalf("seedless helper: %v", err)
+	}
+	for _, want := range []string{"exit 0\n", "stdout \"hello, world\\n\"\n", "seed complete false\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the helper did not print %q", want)
+		}
+	}
+	if strings.Contains(string(out), "disk memory\n") && !strings.Contains(string(out), "gocache overlayfs\n") {
+		t.Errorf("a memory disk's build cache is not an overlay")
+	}
+}
+
+// seedlessHelper is the helper mode "seedless": as the user, on its empty
+// state directory, hold the seed build's lock, open a sandbox and go run
+// hello world in it. It prints the command's exit code and output, what
+// the sandbox's GOCACHE is (its file system type), whether the disk is a
+// memory disk, and whether a seed was complete by then.
+func seedlessHelper(ctx context.Context, opts local.Options) int {
+	opts.WarmPool = -1
+	b, err := local.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close(context.Background())
+	lock, err := lockSeed(b)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer lock.Close()
+	octx, cancel := context.WithTimeout(ctx, seedlessOpenBound)
+	s, err := goruntime.Open(octx, b, goruntime.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 1
+	}
+	defer s.Close(context.Background())
+	res, err := s.Execute(ctx, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go", Timeout: 5 * time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "execute:", err)
+		return 1
+	}
+	fmt.Printf("exit %d\nstdout %q\nstderr %q\n", res.ExitCode, res.Stdout, res.Stderr)
+	if !opts.Relax.DiskQuota {
+		fmt.Println("disk memory")
+	}
+	if fs, err := s.Execute(ctx, goruntime.Request{Command: "stat -f -c %T \"$(go env GOCACHE)\""}); err == nil {
+		fmt.Printf("gocache %s\n", strings.TrimSpace(fs.Stdout))
+	}
+	fmt.Printf("seed complete %v\n", seedIn(opts.StateDir))
+	return 0
 }
