@@ -84,7 +84,8 @@ func compiles(out, p string) bool { return strings.Contains(out, " -p "+p+" ") }
 // `go run` of hello world return its output, and a second program that
 // needs other packages runs too, all before the seed is complete; the
 // sandbox compiled fmt itself and keeps it in its own cache, and Open's
-// progress said once that the call compiles what it needs meanwhile.
+// progress said once that the call compiles what it needs meanwhile; a
+// sandbox without a disk of its own (Relax.DiskQuota) runs it too.
 // The warm pool starts nothing meanwhile. Once the seed is complete the
 // pool fills, and a new sandbox starts with the seed: its first build of
 // hello world compiles main and not fmt.
@@ -153,6 +154,31 @@ func TestOpenWithoutSeed(t *testing.T) {
 	mu.Unlock()
 	if n, starting := b.WarmPoolReady(), local.WarmPoolStarting(b); n+starting != 0 {
 		t.Errorf("the warm pool holds %d sandboxes and starts %d before the seed is complete", n, starting)
+	}
+	// Without a disk of its own the build cache is a directory of the
+	// sandbox's, empty where it would hold the seed's links (and, as
+	// root, without a host uid of its own: the test's state directory is
+	// closed to other uids).
+	plainOpts := opts
+	plainOpts.WarmPool, plainOpts.Relax.DiskQuota, plainOpts.Relax.HostUID = -1, true, true
+	plain, err := local.New(plainOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close(context.Background()) })
+	octx, cancel = context.WithTimeout(context.Background(), seedlessOpenBound)
+	ps, err := goruntime.Open(octx, plain, goruntime.Options{})
+	cancel()
+	if err != nil {
+		t.Fatalf("open without a disk while the seed cannot complete: %v", err)
+	}
+	t.Cleanup(func() { ps.Close(context.Background()) })
+	res = mustOK(t, ps, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go", Timeout: long})
+	if res.Stdout != "hello, world\n" {
+		t.Errorf("hello world without a disk printed %q", res.Stdout)
+	}
+	if seedComplete(t, opts.StateDir) {
+		t.Fatal("the seed completed while the test held its build's lock")
 	}
 
 	release()
