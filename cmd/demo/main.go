@@ -141,9 +141,9 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 }
 
 // progressPrinter prints the backend's progress reports while a sandbox is
-// provisioned (the local backend's first start builds its seed build cache
-// for about a minute): a line at every new step, and at most one every
-// `every` in between.
+// provisioned (the local backend's first start on a machine says once that
+// its sandbox runs without the seed build cache, which builds meanwhile):
+// a line at every new step, and at most one every `every` in between.
 func progressPrinter(w io.Writer, every time.Duration) func(goruntime.Progress) {
 	var last goruntime.Progress
 	var at time.Time

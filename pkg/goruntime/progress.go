@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// Progress reports on a long step of opening a sandbox: the local
-// backend's one-time seed build cache (about a minute on a fresh machine),
-// or waiting for another process that builds it. Backends send it to the
-// function Options.Progress (or WithProgress) installed, every few seconds
-// and whenever Done changes.
+// Progress reports on a long step of opening a sandbox or preparing a
+// backend: the local backend's one-time seed build cache (about a minute
+// on a fresh machine), or waiting for another process that builds it.
+// Backends send it to the function Options.Progress (or WithProgress)
+// installed: a step that is waited for every few seconds and whenever
+// Done changes (the local backend's Prepare), one that is not waited for
+// once (its Open, which starts its sandbox without the seed meanwhile).
 type Progress struct {
 	// Stage names the step in a word or two ("seed build cache").
 	Stage string

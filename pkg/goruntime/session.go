@@ -100,8 +100,9 @@ type Options struct {
 	// Logger receives debug logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Progress, when set, receives reports on long steps of Open and
-	// Attach (the local backend's one-time seed build, about a minute on
-	// a fresh machine); see Progress and WithProgress.
+	// Attach (the local backend says once that a sandbox opened on a
+	// fresh machine starts without its one-time seed build cache, and how
+	// far its build is); see Progress and WithProgress.
 	Progress func(Progress)
 }
 

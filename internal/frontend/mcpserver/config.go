@@ -26,8 +26,7 @@ type Config struct {
 	// Version is reported to clients as the server's version.
 	Version string
 
-	// OpenTimeout bounds opening (or attaching to) a sandbox; default 5 min
-	// (the local backend's first start on a machine builds its seed cache).
+	// OpenTimeout bounds opening (or attaching to) a sandbox; default 5 min.
 	OpenTimeout time.Duration
 	// DefaultTimeout is a command's time limit when the call gives none;
 	// default 60 s.
@@ -168,7 +167,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Claim, "claim", c.Claim, "stdio: attach to this running sandbox (an ID printed by an earlier --persistent run) at startup instead of opening a new one; exit 1 if it cannot")
 	fs.BoolVar(&c.Persistent, "persistent", c.Persistent, "stdio: leave the sandbox running on exit and log its ID for --claim")
 	fs.BoolVar(&c.Ephemeral, "ephemeral", c.Ephemeral, "empty /app before every run_go_code call (build and module caches stay)")
-	fs.DurationVar(&c.OpenTimeout, "open-timeout", c.OpenTimeout, "how long to wait for a sandbox to start (the local backend's first start on a machine also builds its seed build cache, 1-3 minutes on 2 cores; a build cut short by this timeout goes on, and the next start reuses it)")
+	fs.DurationVar(&c.OpenTimeout, "open-timeout", c.OpenTimeout, "how long to wait for a sandbox to start (the local backend's never waits for its seed build cache: one opened while it builds compiles what it needs itself)")
 	fs.DurationVar(&c.DefaultTimeout, "timeout", c.DefaultTimeout, "a command's time limit when the call gives no timeout_seconds")
 	fs.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "the largest timeout_seconds a call may ask for")
 	fs.DurationVar(&c.IdleTTL, "idle-ttl", c.IdleTTL, "http: close a session's sandbox after this long without a tool call, and end MCP sessions idle this long (0: never)")

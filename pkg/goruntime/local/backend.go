@@ -80,7 +80,8 @@ var _ goruntime.Backend = (*Backend)(nil)
 
 // New checks that sandboxes can run here (bubblewrap present and able to
 // create namespaces, a Go installation to bind) and returns the backend.
-// It does not build the seed build cache; the first Open does, or Prepare.
+// It does not build the seed build cache; the first Open starts its build
+// in the background, or Prepare builds it.
 // Errors wrap goruntime.ErrUnavailable and name the fix.
 func New(opts Options) (_ *Backend, retErr error) {
 	o := opts.withDefaults()
@@ -139,7 +140,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 	if err := b.findGo(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, o.Logger)
+	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, b.seedReady, o.Logger)
 	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
@@ -149,9 +150,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 	b.bg.start(b.prune)
 	b.bg.start(b.runHandleReaper)
 	b.pool = newWarmPool(b, o.WarmPool)
-	if b.seeds.Ready() {
-		b.pool.refill() // else the first Open or Prepare fills it
-	}
+	b.pool.refill() // once the seed is complete: now, or when a build completes it (seedReady)
 	return b, nil
 }
 
@@ -270,8 +269,12 @@ func (b *Backend) StateDir() string { return b.opts.StateDir }
 
 // Open returns a new sandbox whose runtime server answers: one claimed
 // from the warm pool (Options.WarmPool) when one is ready, else one it
-// starts. Errors wrap goruntime.ErrUnavailable when the machine cannot run
-// it (cgroups not writable, bubblewrap failing).
+// starts. It never waits for the seed build cache: before the seed is
+// complete the sandbox starts with an empty build cache (its go command
+// compiles what it needs, and keeps it), the seed's build runs in the
+// background, and ctx's progress function (goruntime.WithProgress) is
+// told so once. Errors wrap goruntime.ErrUnavailable when the machine
+// cannot run it (cgroups not writable, bubblewrap failing).
 func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 	return b.openSandbox(ctx)
 }

@@ -30,13 +30,14 @@ func TestInheritedFDs(t *testing.T) {
 }
 
 // descriptorsUID is the user TestInheritedFDsAsUser runs the backend as
-// (beside the other rootless tests' 65530 to 65533).
-const descriptorsUID = 65529
+// (beside the other rootless tests' 65525 and 65529 to 65533; each test's
+// user has subordinate ids of its own).
+const descriptorsUID = 65527
 
 // TestInheritedFDsAsUser is the same for a backend run by a user other
 // than root, with its sandboxes' own subordinate ids.
 func TestInheritedFDsAsUser(t *testing.T) {
-	u := newAsUser(t, descriptorsUID, "grs-descriptors", rootlessSubIDs+3*65536, true)
+	u := newAsUser(t, descriptorsUID, "grs-descriptors", rootlessSubIDs+5*65536, true)
 	files, in := localtest.Inherit(t)
 	cmd := u.command("descriptors", true)
 	cmd.ExtraFiles = files

@@ -22,6 +22,11 @@ func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }
 // kernel.pid_max and kernel.threads-max.
 func SetTaskLimit(b *Backend, n int) { b.taskLimit = n }
 
+// SeedLockPath is the lock file of b's base seed build: a process that
+// holds it (flock) keeps b's build from starting, as another process
+// building the seed does.
+func SeedLockPath(b *Backend) (string, error) { return b.seeds.LockPath() }
+
 // WarmPoolStarting is how many pool starts of b are under way.
 func WarmPoolStarting(b *Backend) int {
 	b.pool.mu.Lock()

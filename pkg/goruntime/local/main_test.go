@@ -165,6 +165,11 @@ const helloMain = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\
 //	cpu-weight: open a sandbox from a cpu cgroup of its own at a nice
 //	            value, print its ID, close it at the end of stdin
 //	            (cpuweight_test.go).
+//	descriptors: started holding a launcher's descriptors, open a sandbox,
+//	            report which reached its commands, print its processes
+//	            and keep it until stdin ends (descriptors_test.go).
+//	seedless:   as a user other than root, open a sandbox and go run hello
+//	            world while the seed cannot complete (seedless_test.go).
 func runHelper(mode string) int {
 	ctx := context.Background()
 	opts := local.Options{ServerPath: os.Getenv("LOCAL_TEST_SERVER"), StateDir: os.Getenv("LOCAL_TEST_STATE_DIR"), Relax: localtest.Here()}
@@ -192,6 +197,8 @@ func runHelper(mode string) int {
 		return seedBuildHelper(ctx, opts)
 	case "cpu-weight":
 		return cpuWeightHelper(ctx, opts)
+	case "seedless":
+		return seedlessHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

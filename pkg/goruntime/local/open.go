@@ -30,9 +30,10 @@ func startSlots() int { return 2*runtime.NumCPU() + 2 }
 // lowest CPU weight; claiming it gives it the full weight. idleExit, when
 // positive, is its runtime server's --idle-exit (a handle's sandbox).
 func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (_ *Sandbox, err error) {
-	seed, err := b.seed(ctx)
+	// The seed, or while it builds an empty cache: no start waits for it.
+	seed, seeded, err := b.seeds.Current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	select {
 	case b.starts <- struct{}{}:
@@ -54,7 +55,9 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	defer b.refillStorage(seed)
+	if seeded { // spares are made with the seed only (seedReady)
+		defer b.refillStorage(seed)
+	}
 	defer func() {
 		if err != nil {
 			st.release(l.dir)

@@ -15,9 +15,11 @@ import (
 // are started by the ordinary start path (Backend.open), so they get every
 // isolation layer and limit any sandbox gets (under a memory budget, their
 // memory limit once claimed: budget.go), and this process holds their
-// lifeline: they die with it like any other. The pool refills in the
-// background after each claim, as many starts side by side as it lacks
-// sandboxes (refill), once the claiming session's first command has ended
+// lifeline: they die with it like any other. It fills only once the seed
+// build cache is complete (refill), so a claimed sandbox always has it.
+// The pool refills in the background after each claim, as many starts
+// side by side as it lacks sandboxes (refill), once the claiming
+// session's first command has ended
 // (at most poolRefillDelay after the claim), so that the starts do not run
 // beside that command. For the same reason, while a claimed sandbox still
 // settles the pool fills to one sandbox only, and the settled claim
@@ -38,7 +40,7 @@ import (
 const (
 	poolRetryMin  = time.Second      // first wait after a failed start
 	poolRetryMax  = time.Minute      // longest wait between failed starts
-	poolStartTime = 2 * time.Minute  // bound on one pool start (seed wait included)
+	poolStartTime = 2 * time.Minute  // bound on one pool start
 	poolWarmTime  = 30 * time.Second // bound on a pool sandbox's warm-up command
 
 	// poolRefillDelay is the longest the refill after an Open waits for
@@ -300,13 +302,18 @@ func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
 // sandboxes, counting those under way: a start waits more than it
 // computes (on namespaces, the server's start), so starts side by side
 // keep up with Opens that one start at a time would not. It starts none
-// while the pool is closed or a failed start asked it to wait, and while
-// a claimed sandbox settles no more than one in all (refillAfter calls
-// refill again when it has settled).
+// while the pool is closed or a failed start asked it to wait, none
+// before the seed build cache is complete (Backend.seedReady refills
+// then: a pool sandbox always has the seed), and while a claimed sandbox
+// settles no more than one in all (refillAfter calls refill again when
+// it has settled).
 func (p *warmPool) refill() {
+	if p.size <= 0 || !p.b.seeds.Ready() {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.size <= 0 || p.closed || time.Now().Before(p.retryAt) {
+	if p.closed || time.Now().Before(p.retryAt) {
 		return
 	}
 	want := p.target
@@ -442,7 +449,7 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	}
 	s, err := b.open(ctx, false, 0)
 	if err == nil {
-		b.pool.refillAfter(s) // the seed is ready now: the pool can fill
+		b.pool.refillAfter(s) // fills the pool once the seed is complete
 	}
 	return s, err
 }
@@ -458,7 +465,8 @@ func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 // and spare fillers in flight, and waits for all of it until ctx is done
 // (the error then wraps ctx.Err()). Sandboxes Open returned are not
 // touched (their owners close them); Open keeps working after Close,
-// starting each sandbox itself and building a missing seed in the call.
+// starting each sandbox itself (without the seed if it is missing: no
+// build starts after Close, but Prepare builds it in the call).
 // The last backend of the state directory to close (in any process)
 // also unmounts and deletes the spare disks (users.go).
 func (b *Backend) Close(ctx context.Context) error {

@@ -48,7 +48,7 @@ func TestSeedBuildOutlivesCallerTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error does not wrap context.DeadlineExceeded: %v", err)
 	}
-	for _, want := range []string{"still being built", "next Open will reuse it", "give Open a later deadline"} {
+	for _, want := range []string{"still being built", "next Prepare will reuse it", "give Prepare a later deadline"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -1,12 +1,13 @@
 // Package seed builds and links the local backend's seed build cache:
 // built once per machine, Go installation and settings, on the host and
 // outside any sandbox, by compiling a hello world, a trivial test and the
-// standard packages programs use most (programs.go, _seed/). Every new
-// sandbox's GOCACHE starts as a view of it (link.go, or the disk's
-// overlay), so a sandbox's first `go run` compiles only the user's code.
-// The extra seed adds go test -race and -cover (extra.go); Builder runs
-// one backend's builds in the background and shares them with every
-// caller that waits.
+// standard packages programs use most (programs.go, _seed/). Every
+// sandbox opened once it is complete starts with a GOCACHE that is a view
+// of it (link.go, or the disk's overlay), so its first `go run` compiles
+// only the user's code; one opened before starts from an empty cache and
+// compiles what it needs itself (meanwhile.go). The extra seed adds go
+// test -race and -cover (extra.go); Builder runs one backend's builds in
+// the background and shares them with every caller that waits.
 //
 // Keeping the seed read-only to sandboxes: when we run as root, a
 // sandbox's GOCACHE is a tree of hard links to seed files that belong to
@@ -102,7 +103,7 @@ func ensureAt(ctx context.Context, root, key, goroot string, env []string, repor
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", fmt.Errorf("create seed directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(root, key+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(lockPath(root, key), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("lock seed: %w", err)
 	}
@@ -130,6 +131,10 @@ func ensureAt(ctx context.Context, root, key, goroot string, env []string, repor
 	}
 	return dir, nil
 }
+
+// lockPath is the lock file of the builds of the seed key in root: the
+// process building it holds it (flock), and others wait for it.
+func lockPath(root, key string) string { return filepath.Join(root, key+".lock") }
 
 // resumeDir is where an unfinished seed build of key leaves its build
 // cache, for the next build of key to start from. Without it a process

@@ -43,6 +43,14 @@ func (r *build) latest() (goruntime.Progress, <-chan struct{}) {
 	return r.last, r.changed
 }
 
+// progress returns the latest report, with the time since the build
+// began.
+func (r *build) progress() goruntime.Progress {
+	p, _ := r.latest()
+	p.Elapsed = time.Since(r.start)
+	return p
+}
+
 // progressEvery is how often a caller waiting for the seed build gets a
 // progress report when nothing else changed (the elapsed time does).
 const progressEvery = 2 * time.Second
