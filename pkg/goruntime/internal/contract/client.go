@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
 
 // Client speaks the runtime contract to one runtime server.
