@@ -25,7 +25,7 @@ func (s *Server) readFile(ctx context.Context, req *mcp.CallToolRequest, in Read
 	case limit == 0:
 		limit = maxReadBytes
 	case limit < 0 || limit > maxReadBytes:
-		return nil, ReadOutput{}, fmt.Errorf("max_bytes %d: must be between 1 and %d (256 KiB); read a larger file in parts with offset", limit, maxReadBytes)
+		return nil, ReadOutput{}, fmt.Errorf("max_bytes %d: must be between 1 and %s; read a larger file in parts with offset", limit, readLimit())
 	}
 	if in.Offset < 0 {
 		return nil, ReadOutput{}, fmt.Errorf("offset %d: must be 0 or more", in.Offset)
