@@ -73,14 +73,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	cfg.Log = stderr
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return 2
+			return cliflags.ExitUsage
 		}
 		defer stop()
 	}

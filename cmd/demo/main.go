@@ -82,11 +82,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Refuse bad values before a sandbox is provisioned.
 	if err := demo.CheckFlow(*flow); err != nil {
 		fmt.Fprintf(stderr, "demo: --flow: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	if *timeout <= 0 {
 		fmt.Fprintf(stderr, "demo: --step-timeout=%s: must be positive\n", *timeout)
-		return 2
+		return cliflags.ExitUsage
 	}
 	level := slog.LevelWarn
 	if *verbose {

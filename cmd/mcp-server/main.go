@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "mcp-server: --log-level=%q: want debug, info, warn or error\n", *logLevel)
-		return 2
+		return cliflags.ExitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
@@ -91,21 +91,21 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		tok, err := mcphttp.ReadToken(*tokenFile, os.LookupEnv)
 		if err != nil {
 			fmt.Fprintf(stderr, "mcp-server: --auth-token-file: %v\n", err)
-			return 2
+			return cliflags.ExitUsage
 		}
 		cfg.HTTP.Token = tok
 		if *tokensFile != "" {
 			ps, err := mcphttp.ReadTokensFile(*tokensFile)
 			if err != nil {
 				fmt.Fprintf(stderr, "mcp-server: --auth-tokens-file: %v\n", err)
-				return 2
+				return cliflags.ExitUsage
 			}
 			cfg.HTTP.Principals = ps
 		}
 	}
 	if err := checkFlags(cfg, *httpAddr); err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 
 	backend, err := bf.New(ctx, log)
@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	srv, err := mcpserver.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "mcp-server: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 
 	if *metricsAddr != "" {

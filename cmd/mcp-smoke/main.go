@@ -74,7 +74,7 @@ Scenarios:
 		var err error
 		if match, err = regexp.Compile(*only); err != nil {
 			fmt.Fprintf(stderr, "mcp-smoke: -run=%q: %v\n", *only, err)
-			return 2
+			return cliflags.ExitUsage
 		}
 	}
 	var transports []string
@@ -85,12 +85,12 @@ Scenarios:
 		transports = []string{"stdio", "http"}
 	default:
 		fmt.Fprintf(stderr, "mcp-smoke: -transport=%q: want stdio, http or both\n", *transport)
-		return 2
+		return cliflags.ExitUsage
 	}
 	bin, err := findServer(*server)
 	if err != nil {
 		fmt.Fprintf(stderr, "mcp-smoke: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	logs := io.Discard
 	if *verbose {

@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "modproxy: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	goCmd, err := exec.LookPath(cfg.Go)
@@ -185,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "modproxy: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

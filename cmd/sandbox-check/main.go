@@ -89,13 +89,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !*doCleanup && (clean.StateDir != "" || clean.KillSandboxes || clean.RemoveDir) {
 		fmt.Fprintln(stderr, "sandbox-check: --state-dir, --kill and --remove go with --cleanup")
-		return 2
+		return cliflags.ExitUsage
 	}
 	opts.DiskBytes = *diskMB << 20
 	r, err := local.ParseRelax(*relax)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-check: --relax=%q: %v\n", *relax, err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	opts.Relax = r
 	switch {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -18,14 +19,14 @@ func setupUser(who string, opts local.Options, stdout, stderr io.Writer) int {
 	if err != nil {
 		if u, err = user.LookupId(who); err != nil {
 			fmt.Fprintf(stderr, "sandbox-check: --setup-user=%s: no such user or uid\n", who)
-			return 2
+			return cliflags.ExitUsage
 		}
 	}
 	uid, err1 := strconv.Atoi(u.Uid)
 	gid, err2 := strconv.Atoi(u.Gid)
 	if err1 != nil || err2 != nil {
 		fmt.Fprintf(stderr, "sandbox-check: --setup-user=%s: uid %q or gid %q is not a number\n", who, u.Uid, u.Gid)
-		return 2
+		return cliflags.ExitUsage
 	}
 	steps, err := local.Setup(uid, gid, opts)
 	for _, s := range steps {

@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return 2
+		return cliflags.ExitUsage
 	}
 	// Listing and provisioning run no sandbox: the store needs the host's
 	// Go and module cache, not the sandboxes' protections.
@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "list":
 		if len(versions) > 0 {
 			fmt.Fprintf(stderr, "toolchains: list takes no arguments\n")
-			return 2
+			return cliflags.ExitUsage
 		}
 		current, others, err := store.List()
 		if err != nil {
@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "add":
 		if len(versions) == 0 {
 			fmt.Fprintf(stderr, "toolchains: add needs at least one version, e.g. toolchains add 1.25.9\n")
-			return 2
+			return cliflags.ExitUsage
 		}
 		for _, v := range versions {
 			fmt.Fprintf(stderr, "toolchains: adding Go %s (downloads about 70 MB)...\n", strings.TrimPrefix(v, "go"))
@@ -95,6 +95,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "toolchains: unknown command %q (want list or add)\n", cmd)
-		return 2
+		return cliflags.ExitUsage
 	}
 }

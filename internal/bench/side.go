@@ -94,8 +94,12 @@ func ServeIfSide() {
 	os.Exit(code)
 }
 
+// exitSideBroken is the side's exit code when its pipe to the benchmark
+// breaks: a request it cannot read, an answer it cannot write.
+const exitSideBroken = 2
+
 // serveSide answers requests from in on out until in ends, then closes
-// ops. It returns the exit code: 0, or 2 for a request it cannot read.
+// ops. It returns the exit code: 0, or exitSideBroken.
 func serveSide(ctx context.Context, in io.Reader, out io.Writer, ops sideOps) int {
 	dec, enc := json.NewDecoder(in), json.NewEncoder(out)
 	defer func() { _ = ops.close(context.WithoutCancel(ctx)) }()
@@ -106,7 +110,7 @@ func serveSide(ctx context.Context, in io.Reader, out io.Writer, ops sideOps) in
 				return 0
 			}
 			fmt.Fprintf(os.Stderr, "bench side: read request: %v\n", err)
-			return 2
+			return exitSideBroken
 		}
 		var rep sideReply
 		var err error
@@ -132,7 +136,7 @@ func serveSide(ctx context.Context, in io.Reader, out io.Writer, ops sideOps) in
 			rep.Err = err.Error()
 		}
 		if err := enc.Encode(rep); err != nil {
-			return 2
+			return exitSideBroken
 		}
 	}
 }

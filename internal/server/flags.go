@@ -33,7 +33,7 @@ type Flags struct {
 	GRPCAddr        string  // --grpc-addr, SANDBOXD_GRPC_ADDR; empty: off
 	RESTAddr        string  // --rest-addr, SANDBOXD_REST_ADDR; empty: off
 	// ProcessAPIBin is --process-api-bin, SANDBOX_PROCESS_API_BIN: the
-	// companion serving --grpc-addr/--rest-addr (processapi.go); empty:
+	// companion serving --grpc-addr/--rest-addr (sandboxd.go); empty:
 	// sandbox-processapi next to this executable.
 	ProcessAPIBin string
 	// ModuleRelayAddr and ModuleRelaySocket: --module-relay-addr,

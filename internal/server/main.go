@@ -54,7 +54,7 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	cfg, ls, err := f.Validate(fset, getenv, log)
 	if err != nil {
 		log.Error("sandbox-server: bad setting", "err", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	cfg.CompanionStderr = logw
 	cfg.Environ = withEnv(os.Environ(), "GOMAXPROCS", f.CommandGOMAXPROCS)

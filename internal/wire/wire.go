@@ -43,7 +43,7 @@ type FileEntry struct {
 type Message struct {
 	Message string `json:"message"`
 	// Code (extension) says which error this is, for clients that map
-	// errors to their own (internal/client/apierror); absent on 200.
+	// errors to their own (pkg/goruntime/internal/apierror); absent on 200.
 	Code ErrorCode `json:"error_code,omitempty"`
 	// Reason (extension) says more than an upstream-compatible Message
 	// may, e.g. which symlink made a name escape; absent when there is

@@ -7,6 +7,8 @@ import "errors"
 var (
 	// ErrNotExist: a file or directory asked for does not exist.
 	ErrNotExist = errors.New("file does not exist")
+	// ErrIsDir: a file asked for is a directory (Session.ReadAt).
+	ErrIsDir = errors.New("is a directory")
 	// ErrPathEscape: a path leaves the sandbox's work directory (absolute,
 	// "..", or through a symlink).
 	ErrPathEscape = errors.New("path escapes the sandbox work directory")

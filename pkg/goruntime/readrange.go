@@ -3,7 +3,10 @@ package goruntime
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,4 +69,80 @@ func (s *Session) ReadFileRange(ctx context.Context, path string, off int64, n i
 		return nil, fmt.Errorf("read bytes %d-%d of %s: decode the sandbox's base64: %w", off, off+int64(n), path, err)
 	}
 	return data[:min(len(data), n)], nil
+}
+
+// ReadAt returns at most n bytes of the regular file at path (under /app)
+// from byte offset off, and the file's size, holding no more than about n
+// bytes in memory whatever the sandbox answers. It lists path's directory
+// to learn the size and type, then reads in the cheapest way the sandbox
+// offers: a file that fits whole is fetched with one range request from a
+// sandbox that serves ranges (RangeReader; asked for n+1 bytes, the +1
+// showing a file that grew since, or that a listing understated), else
+// downloaded with ReadFile (which bounds the answer itself); a range of a
+// larger file is read with ReadFileRange. The size returned is the
+// listing's, or more when the read found more. Errors wrap ErrNotExist (no
+// such file, or one listed that cannot be read, e.g. removed since or not
+// a regular file), ErrIsDir, ErrPathEscape or ErrClosed, or name the
+// offset past the end of the file or what failed.
+func (s *Session) ReadAt(ctx context.Context, path string, off int64, n int) ([]byte, int64, error) {
+	if err := s.check(); err != nil {
+		return nil, 0, err
+	}
+	if err := CheckPath(path); err != nil {
+		return nil, 0, err
+	}
+	if off < 0 || n < 0 {
+		return nil, 0, fmt.Errorf("read %s: offset %d and length %d must not be negative", path, off, n)
+	}
+	info, err := s.stat(ctx, path)
+	if err != nil {
+		return nil, 0, err
+	}
+	size := info.Size
+	if off > size {
+		return nil, 0, fmt.Errorf("read %s: offset %d is past the end of the file (%d bytes)", path, off, size)
+	}
+	if off == 0 && size <= int64(n) {
+		var data []byte
+		if rr, ok := s.sb.(RangeReader); ok {
+			data, err = rr.ReadFileRange(ctx, path, 0, n+1)
+		} else {
+			data, err = s.sb.ReadFile(ctx, path)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		return data[:min(len(data), n)], max(size, int64(len(data))), nil
+	}
+	want := int(min(int64(n), size-off))
+	data, err := s.ReadFileRange(ctx, path, off, want)
+	if err != nil {
+		return nil, 0, err
+	}
+	return data[:min(len(data), want)], size, nil
+}
+
+// stat returns the listing's entry of the file at path, with errors
+// wrapping ErrNotExist when there is none and ErrIsDir for a directory.
+func (s *Session) stat(ctx context.Context, p string) (FileInfo, error) {
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	infos, err := s.sb.List(ctx, dir)
+	switch {
+	case errors.Is(err, ErrNotExist):
+		return FileInfo{}, fmt.Errorf("read %s: no such file (%w)", p, ErrNotExist)
+	case err != nil:
+		return FileInfo{}, fmt.Errorf("read %s: list its directory: %w", p, err)
+	}
+	i := slices.IndexFunc(infos, func(fi FileInfo) bool { return fi.Name == base })
+	switch {
+	case i < 0:
+		return FileInfo{}, fmt.Errorf("read %s: no such file (%w)", p, ErrNotExist)
+	case infos[i].IsDir:
+		return FileInfo{}, fmt.Errorf("read %s: %w", p, ErrIsDir)
+	}
+	return infos[i], nil
 }

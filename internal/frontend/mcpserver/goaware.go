@@ -182,14 +182,7 @@ func formatGoAware(b *strings.Builder, ds []Diagnostic, dsLeft int, ts []TestRes
 }
 
 func (s *Server) checkGoCode(ctx context.Context, req *mcp.CallToolRequest, in CheckInput) (*mcp.CallToolResult, CheckOutput, error) {
-	files := make([]goruntime.File, 0, len(in.Files))
-	for p, c := range in.Files {
-		files = append(files, goruntime.File{Path: p, Data: []byte(c)})
-	}
-	slices.SortFunc(files, func(a, b goruntime.File) int { return strings.Compare(a.Path, b.Path) })
-	if err := goruntime.ValidateFiles(files); err != nil {
-		return nil, CheckOutput{}, fmt.Errorf("files: %w", err)
-	}
+	files := toolFiles(in.Files)
 	for _, p := range in.Packages {
 		if p == "" || strings.HasPrefix(p, "-") || strings.ContainsAny(p, "\x00\n") {
 			return nil, CheckOutput{}, fmt.Errorf("packages: %q is not a package pattern such as ./... or ./internal/store", p)

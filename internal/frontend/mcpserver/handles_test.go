@@ -277,3 +277,19 @@ func TestMaxSandboxesBoundsHandles(t *testing.T) {
 		t.Errorf("mcp_handles = %v, fake holds %d; want 1", v, fake.Handles())
 	}
 }
+
+// TestStatelessRefusedCallLeavesNoSandbox: on a stateless server a
+// run_go_code without sandbox_id whose files the Session refuses (it
+// checks them in the sandbox the call made) leaves no sandbox behind: its
+// error names none, so nobody could use or delete it.
+func TestStatelessRefusedCallLeavesNoSandbox(t *testing.T) {
+	s, _ := newTestServer(t, Config{Stateless: true})
+	cs := connectHTTP(t, httpServer(t, s))
+	res := call(t, cs, "run_go_code", map[string]any{"files": map[string]any{"../x.go": "x"}, "command": "true"})
+	if !res.IsError || !strings.Contains(text(res), "escapes") {
+		t.Fatalf("run_go_code with a path out of /app: %s", text(res))
+	}
+	if left := structured[ListSandboxesOutput](t, mustOK(t, call(t, cs, "list_sandboxes", map[string]any{}))).Sandboxes; len(left) != 0 {
+		t.Errorf("a refused call left %d sandboxes: %+v", len(left), left)
+	}
+}

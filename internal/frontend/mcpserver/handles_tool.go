@@ -117,15 +117,37 @@ func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.
 }
 
 // createForCall makes a handle for a stateless server's call without
-// sandbox_id, runs fn in it and releases it.
+// sandbox_id, runs fn in it and releases it; a handle whose call failed
+// is deleted (dropUnnamed).
 func (s *Server) createForCall(ctx context.Context, req *mcp.CallToolRequest, fn func(*goruntime.Session, time.Duration) error) (used, error) {
 	ttl := min(defaultHandleTTL, s.cfg.MaxTTL)
 	h, sb, err := s.create(ctx, req, ttl, map[string]string{"created-by": req.Params.Name})
 	if err != nil {
 		return used{}, err
 	}
-	defer s.release(ctx, sb)
-	return used{ID: h.ID, Created: true, TTL: ttl}, fn(goruntime.NewSession(sb, s.cfg.Session), 0)
+	err = fn(goruntime.NewSession(sb, s.cfg.Session), 0)
+	s.release(ctx, sb)
+	if err != nil {
+		// A failed call's result names no sandbox (refused input, which
+		// the Session checks only now, or a backend error): nobody could
+		// reach the handle, so it ends now rather than after its TTL.
+		s.dropUnnamed(ctx, req, h.ID)
+		return used{}, err
+	}
+	return used{ID: h.ID, Created: true, TTL: ttl}, nil
+}
+
+// dropUnnamed deletes the handle id a failed call made.
+func (s *Server) dropUnnamed(ctx context.Context, req *mcp.CallToolRequest, id string) {
+	hb, err := s.handles()
+	if err == nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err = hb.DeleteHandle(dctx, s.principal(req), id)
+	}
+	if err != nil {
+		s.log.Warn("delete the sandbox handle of a failed call", "sandbox_id", id, "err", err)
+	}
 }
 
 // createdNote is the line a result gets when its call made a handle.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -34,4 +35,16 @@ func cleanPath(p string, dirOK bool) (string, error) {
 		return "", fmt.Errorf("path %q names the /app directory, not a file; use list_files", orig)
 	}
 	return p, nil
+}
+
+// toolFiles turns a tool's files argument (path to content) into the
+// files of a goruntime request, in path order. It checks nothing: the
+// Session checks the paths before it writes any (goruntime.ValidateFiles).
+func toolFiles(m map[string]string) []goruntime.File {
+	files := make([]goruntime.File, 0, len(m))
+	for p, c := range m {
+		files = append(files, goruntime.File{Path: p, Data: []byte(c)})
+	}
+	slices.SortFunc(files, func(a, b goruntime.File) int { return strings.Compare(a.Path, b.Path) })
+	return files
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,15 +29,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		}
 		timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
 	}
-	files := make([]goruntime.File, 0, len(in.Files))
-	for p, c := range in.Files {
-		files = append(files, goruntime.File{Path: p, Data: []byte(c)})
-	}
-	slices.SortFunc(files, func(a, b goruntime.File) int { return strings.Compare(a.Path, b.Path) })
-	if err := goruntime.ValidateFiles(files); err != nil {
-		return nil, RunOutput{}, fmt.Errorf("files: %w", err)
-	}
-
+	files := toolFiles(in.Files)
 	prog := s.startProgress(ctx, req, timeout)
 	defer prog.Stop()
 
@@ -46,7 +37,7 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 		res    *goruntime.Result
 		reaped time.Duration
 	)
-	u, err := s.call(ctx, req, in.SandboxID, needWork, prog.Say, func(sess *goruntime.Session, r time.Duration) error {
+	u, err := s.call(ctx, req, in.SandboxID, needWork, prog.Listener(), func(sess *goruntime.Session, r time.Duration) error {
 		reaped = r
 		if s.cfg.Ephemeral {
 			if err := sess.Reset(ctx); err != nil {

@@ -64,7 +64,7 @@ var outcomes = []any{
 type ReadInput struct {
 	Path      string `json:"path" jsonschema:"file path relative to /app, e.g. main.go or out/log.txt"`
 	Offset    int64  `json:"offset,omitempty" jsonschema:"first byte to return, counted from 0; default 0"`
-	MaxBytes  int    `json:"max_bytes,omitempty" jsonschema:"bytes to return from offset; default and at most 262144 (256 KiB)"`
+	MaxBytes  int    `json:"max_bytes,omitempty"` // described in addTools, from maxReadBytes
 	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"work in this sandbox of yours (from create_sandbox); default: this session's own sandbox"`
 }
 

@@ -13,6 +13,9 @@ const (
 	maxListEntries = 1000      // list_files stops after this many entries
 )
 
+// readLimit says maxReadBytes in words, for read_file's schema and errors.
+func readLimit() string { return fmt.Sprintf("%d (%d KiB)", maxReadBytes, maxReadBytes>>10) }
+
 func (s *Server) addTools() {
 	runOut, err := jsonschema.For[RunOutput](nil)
 	if err != nil {
@@ -41,9 +44,15 @@ func (s *Server) addTools() {
 		},
 	}, s.runGoCode)
 
+	readIn, err := jsonschema.For[ReadInput](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: input schema of read_file: %v", err))
+	}
+	readIn.Properties["max_bytes"].Description = "bytes to return from offset; default and at most " + readLimit()
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        "read_file",
 		Title:       "Read a sandbox file",
+		InputSchema: readIn,
 		Description: fmt.Sprintf("Read a file from the sandbox's /app (files you wrote, program output redirected to a file, generated code). Returns at most %d KiB from offset (default 0) and the file's size; read a larger file in parts by passing offset (and max_bytes for smaller parts). A file holding NUL bytes or text that is not UTF-8 is reported as binary, not shown.", maxReadBytes>>10),
 		Annotations: &mcp.ToolAnnotations{
 			Title:          "Read a sandbox file",

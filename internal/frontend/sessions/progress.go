@@ -55,6 +55,16 @@ func (p *Progress) Say(msg string) {
 	p.mu.Unlock()
 }
 
+// Listener returns Say as a function for Call.Announce, or nil for a nil
+// *Progress: nil is what says nobody listens (a method value of a nil
+// pointer is a function that is not nil).
+func (p *Progress) Listener() func(string) {
+	if p == nil {
+		return nil
+	}
+	return p.Say
+}
+
 // Chunk makes the last non-empty line of a piece of output, with its
 // stream, the message of the next report.
 func (p *Progress) Chunk(c goruntime.Chunk) {

@@ -66,12 +66,12 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "sandbox-processapi: --log-level=%q: want debug, info, warn or error\n", *logLevel)
-		return 2
+		return cliflags.ExitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})).With("component", "sandbox-processapi")
 	if fs.NArg() > 0 || *root == "" || !(*shutdownTimeoutSec > 0) {
 		log.Error("sandbox-processapi: bad flags: want --root-dir, a positive --shutdown-timeout and no arguments", "args", fs.Args())
-		return 2
+		return cliflags.ExitUsage
 	}
 	// The listeners and the events pipe it was handed are used here only:
 	// no command inherits them, or anything else this process was started
@@ -83,7 +83,7 @@ listens on --grpc-addr and --rest-addr. See docs/sandboxd.md.
 	if *oomScoreAdj != "" {
 		if _, err := strconv.Atoi(*oomScoreAdj); err != nil {
 			log.Error("sandbox-processapi: --oom-score-adj: want an integer", "value", *oomScoreAdj)
-			return 2
+			return cliflags.ExitUsage
 		}
 		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(*oomScoreAdj), 0o644); err != nil {
 			log.Warn("set oom_score_adj", "err", err)

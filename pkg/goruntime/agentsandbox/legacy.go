@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/contract"
 )
 
 // Through the router (ConnectivityRouter, Gateway mode) commands go over

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/processclient"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/contract"
 )
 
 // procAPI is one sandbox's way to the sandboxd API its pod serves (our

@@ -14,8 +14,8 @@ import (
 
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
 
 // maxUpload is the SDK's default MaxUploadSize (Write buffers the whole

@@ -17,7 +17,7 @@ import (
 // a legitimate large upload short on a slow disk, so it grows with the
 // bytes the call has moved so far (sent and received): callFloor plus
 // callPerMiB for each MiB. A server that trickles gains nothing: the
-// answers are bounded (internal/client/contract's Client) and
+// answers are bounded (pkg/goruntime/internal/contract's Client) and
 // the uploads are the host's own data, so the total is bounded too.
 // When the deadline passes the sandbox is reported stuck (the error wraps
 // goruntime.ErrSandboxGone) and stopped: see Sandbox.do.

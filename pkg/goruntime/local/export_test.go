@@ -41,3 +41,23 @@ func SetWarmPoolShrinkAfter(b *Backend, d time.Duration) {
 	defer b.pool.mu.Unlock()
 	b.pool.shrinkAfter = d
 }
+
+// WarmPoolReadyIDs are the IDs of the sandboxes waiting in b's warm pool.
+func WarmPoolReadyIDs(b *Backend) []string {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	ids := make([]string, len(b.pool.ready))
+	for i, s := range b.pool.ready {
+		ids[i] = s.meta.ID
+	}
+	return ids
+}
+
+// WarmPoolClaim claims a live sandbox from b's warm pool as Open does,
+// closing those found dead, and returns its ID ("" when none is left).
+func WarmPoolClaim(b *Backend) string {
+	if s := b.pool.claim(); s != nil {
+		return s.meta.ID
+	}
+	return ""
+}

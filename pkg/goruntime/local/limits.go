@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -107,7 +106,7 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 		res.Stderr += s.b.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
-		if err := cg.Kill(s.keep, 5*time.Second); err != nil {
+		if err := cg.Kill(s.keep); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
 		res.Stderr += s.b.limitNote(res.Limit)

@@ -91,8 +91,9 @@ type warmPool struct {
 	closed      bool
 	failures    int       // consecutive failed starts
 	retryAt     time.Time // no start before this after a failure
-	filler      sync.WaitGroup
-	done        chan struct{} // closed by close
+	// filler counts the pool's goroutines, which close waits for.
+	filler sync.WaitGroup
+	done   chan struct{} // closed by close
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
@@ -153,7 +154,9 @@ func (p *warmPool) shrinkBack() {
 		surplus = append(surplus, p.ready[p.size:]...)
 		p.ready = p.ready[:p.size]
 	}
+	p.filler.Add(1) // close waits for these closes too
 	p.mu.Unlock()
+	defer p.filler.Done()
 	for _, s := range surplus {
 		_ = s.Close(context.Background())
 	}
@@ -237,7 +240,8 @@ func (p *warmPool) prime() {
 }
 
 // claim takes a live sandbox out of the pool, or returns nil. Sandboxes
-// found dead (a machine-wide kill, the OOM killer) are closed and skipped.
+// found dead (a machine-wide kill, the OOM killer) are skipped and closed
+// in the background, which close waits for (filler).
 func (p *warmPool) claim() *Sandbox {
 	for {
 		p.mu.Lock()
@@ -247,11 +251,17 @@ func (p *warmPool) claim() *Sandbox {
 		}
 		s := p.ready[0]
 		p.ready = p.ready[1:]
+		// Counted before close can wait: close empties ready under mu.
+		p.filler.Add(1)
 		p.mu.Unlock()
 		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.Foreground(s.b.opts.CPUs) == nil {
+			p.filler.Done()
 			return s
 		}
-		go func() { _ = s.Close(context.Background()) }()
+		go func() {
+			defer p.filler.Done()
+			_ = s.Close(context.Background())
+		}()
 	}
 }
 
@@ -407,8 +417,10 @@ func (p *warmPool) readyCount() int {
 	return len(p.ready)
 }
 
-// close stops the filler and closes every sandbox in the pool. Later
-// claims find nothing and refills do nothing.
+// close stops the filler and closes every sandbox in the pool, waiting
+// for the pool's own goroutines (filler: starts, refills, and the closes
+// of sandboxes claim found dead or shrinkBack let go). Later claims find
+// nothing and refills do nothing.
 func (p *warmPool) close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/contract"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 )

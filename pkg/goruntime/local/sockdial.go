@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/contract"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/contract"
 )
 
 // Dialling a sandbox's runtime server. Its sockets live in the sandbox's
@@ -25,7 +25,7 @@ import (
 // (/proc/self/fd/N), never through the path again. A socket the sandbox
 // made itself passes the checks: it can only be the sandbox's own code
 // answering its own owner, whose answers every read bounds
-// (internal/client/contract).
+// (pkg/goruntime/internal/contract).
 
 // client returns the runtime contract client of the sandbox's server,
 // whose socket (in l) is owned by host uid uid and which caps each output

@@ -178,7 +178,7 @@ func (s *Sandbox) diagnose(ctx context.Context, cause, err error) error {
 		s.gone = fmt.Errorf("local sandbox %s: %w", s.meta.ID, gone)
 	}
 	s.mu.Unlock()
-	if kerr := s.meta.Cgroup.Kill(nil, 5*time.Second); kerr != nil {
+	if kerr := s.meta.Cgroup.Kill(nil); kerr != nil {
 		s.b.opts.Logger.Warn("local sandbox: kill after the server stopped answering", "id", s.meta.ID, "err", kerr)
 	}
 	return gone

@@ -141,18 +141,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "e2e-cluster: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	bins, err := cluster.BinariesFromEnv(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "e2e-cluster: missing binaries:\n%v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	imgs, err := cluster.ParseImages(cfg.Images)
 	if err != nil || len(imgs) == 0 {
 		fmt.Fprintf(stderr, "e2e-cluster: --images (build-images.sh's output): %d images, %v\n", len(imgs), err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	if err := up(ctx, cfg, bins, imgs, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "e2e-cluster: %v\n(logs in %s)\n", err, filepath.Join(cfg.Dir, "logs"))

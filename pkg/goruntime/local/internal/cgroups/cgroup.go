@@ -134,8 +134,8 @@ func newV1(id string, lim Limits, groups map[string]string) (*Cgroup, error) {
 	}
 	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,
-			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), "100000"},
-			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * 100000)},
+			[2]string{filepath.Join(cg.CPU, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)},
+			[2]string{filepath.Join(cg.CPU, "cpu.cfs_quota_us"), strconv.Itoa(lim.CPUs * cpuPeriod)},
 			[2]string{filepath.Join(cg.CPU, "cpu.shares"), cpuWeight(false, lim.CPUs, lim.Background)})
 	}
 	if cg.CPU != "" && lim.GroupWeight > 0 {
@@ -185,7 +185,7 @@ func newV2(id string, lim Limits, own, parent string) (*Cgroup, error) {
 	}
 	if cg.CPU != "" && lim.CPUs > 0 {
 		writes = append(writes,
-			[2]string{"cpu.max", fmt.Sprintf("%d 100000", lim.CPUs*100000)},
+			[2]string{"cpu.max", fmt.Sprintf("%d %d", lim.CPUs*cpuPeriod, cpuPeriod)},
 			[2]string{"cpu.weight", cpuWeight(true, lim.CPUs, lim.Background)})
 	}
 	if cg.CPU != "" && lim.GroupWeight > 0 {
@@ -266,10 +266,18 @@ func readKey(path, key string) int64 {
 	return 0
 }
 
+// cpuPeriod is the period of a sandbox's CPU limit, in microseconds (the
+// kernel's default): its quota is CPUs periods per period.
+const cpuPeriod = 100000
+
+// killGrace is how long Kill goes on killing before it gives up: processes
+// SIGKILLed leave the group once the kernel has torn them down.
+const killGrace = 5 * time.Second
+
 // Kill SIGKILLs every process in the cgroup except those in keep, until
-// none is left (or only keep) or the deadline passes.
-func (cg *Cgroup) Kill(keep map[int]bool, within time.Duration) error {
-	deadline := time.Now().Add(within)
+// none is left (or only keep) or killGrace passes.
+func (cg *Cgroup) Kill(keep map[int]bool) error {
+	deadline := time.Now().Add(killGrace)
 	for {
 		pids, err := cg.Procs()
 		if err != nil {
@@ -299,7 +307,7 @@ func (cg *Cgroup) Kill(keep map[int]bool, within time.Duration) error {
 
 // Remove kills what is left in the cgroup and deletes its directories.
 func (cg *Cgroup) Remove() error {
-	err := cg.Kill(nil, 5*time.Second)
+	err := cg.Kill(nil)
 	for _, d := range cg.dirs() {
 		var rerr error
 		for i := 0; i < 100; i++ {

@@ -24,7 +24,7 @@ const ProcessAPIName = "sandbox-processapi"
 
 // ProcessAPIFunc serves the sandboxd process API inside this process (for
 // a program that links gRPC anyway, such as one re-executed by the local
-// backend as the server) as c says: processapi.Start. The server fills
+// backend as the server) as c says: processapi.Serve. The server fills
 // c's addresses, RootDir (Config.BaseDir), Env, Logger, Observer (its
 // metrics) and Children (its reaper, when it reaps); the returned Closer
 // shuts the API down. See Config.ProcessAPI.

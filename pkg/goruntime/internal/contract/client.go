@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/client/apierror"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
 
 // Client speaks the runtime contract to one runtime server.
@@ -122,7 +122,17 @@ func pathEscape(p string) string {
 // statusError turns a non-200 answer into an error wrapping the matching
 // goruntime sentinel (apierror.Decode).
 func statusError(what string, resp *http.Response) error {
+	return answerError(what, resp, errorBody(resp))
+}
+
+// errorBody reads the first bytes of an error answer, all Decode looks at.
+func errorBody(resp *http.Response) []byte {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return body
+}
+
+// answerError is statusError for an answer whose body was read.
+func answerError(what string, resp *http.Response, body []byte) error {
 	msg, sentinel := apierror.Decode(resp.StatusCode, body)
 	if sentinel != nil {
 		return fmt.Errorf("%s: %s: %w", what, msg, sentinel)

@@ -2,15 +2,14 @@ package contract
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
 
 // The file calls take count, which wraps each body the call reads (an
@@ -71,16 +70,12 @@ func (c *Client) Unpack(ctx context.Context, r io.Reader, count func(io.Reader) 
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var m wire.Message
-		if json.Unmarshal(body, &m) != nil || m.Code == "" {
+	if resp.StatusCode != http.StatusOK {
+		body := errorBody(resp)
+		if apierror.NoRoute(resp.StatusCode, body) {
 			return fmt.Errorf("unpack: the runtime server has no /unpack: %w", errors.ErrUnsupported)
 		}
-		return fmt.Errorf("unpack: %s", m.Message)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return statusError("unpack", resp)
+		return answerError("unpack", resp, body)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainAnswer))
 	return nil

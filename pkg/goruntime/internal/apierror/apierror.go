@@ -64,3 +64,14 @@ func Decode(status int, body []byte) (msg string, sentinel error) {
 	}
 	return msg, nil
 }
+
+// NoRoute reports whether an answer says the server has no such route: a
+// 404 without an error_code (a server older than the route, upstream's
+// runtime), where a route the server has answers 404 with one (not_found).
+func NoRoute(status int, body []byte) bool {
+	if status != http.StatusNotFound {
+		return false
+	}
+	var m wire.Message
+	return json.Unmarshal(body, &m) != nil || m.Code == ""
+}

@@ -5,7 +5,7 @@
 // makes, and Request and Result are the one mapping between
 // goruntime.ExecRequest / goruntime.ExecResult and the wire's /execute
 // bodies, which a backend that reaches the server another way (the
-// agent-sandbox SDK) uses too. Its sibling processclient speaks the
+// agent-sandbox SDK) uses too. internal/client/processclient speaks the
 // sandboxd process API; apierror maps the server's error answers.
 //
 // The server is not trusted: a sandbox's commands can replace it, so
