@@ -37,12 +37,12 @@ type event struct {
 	// Kind is status, stdout, stderr, done or error.
 	Kind string `json:"kind"`
 	Text string `json:"text,omitempty"`
-	// *result is set in done only.
-	*result
+	// Done is set in done events only.
+	*Done
 }
 
-// result is what a done event says.
-type result struct {
+// Done is what a done event says (exported for encoding/json, which fills embedded structs of exported types only).
+type Done struct {
 	Outcome     string                 `json:"outcome,omitempty"`
 	ExitCode    int                    `json:"exit_code"`
 	DurationMS  int64                  `json:"duration_ms"`
@@ -260,7 +260,7 @@ func checkAction(ctx context.Context, s *Server, sess *goruntime.Session, m *mod
 	if err != nil {
 		return nil, err
 	}
-	ev := done(&result{Outcome: "ok", DurationMS: res.Duration.Milliseconds(), Diagnostics: res.Diagnostics})
+	ev := done(&Done{Outcome: "ok", DurationMS: res.Duration.Milliseconds(), Diagnostics: res.Diagnostics})
 	if !res.OK() {
 		ev.Outcome, ev.ExitCode = "check_failed", 1
 		var b strings.Builder
@@ -280,7 +280,7 @@ func formatAction(ctx context.Context, s *Server, sess *goruntime.Session, m *mo
 	gofiles := m.goFiles()
 	start := time.Now()
 	if len(gofiles) == 0 {
-		return done(&result{Outcome: "ok", Files: m.req.Files}), nil
+		return done(&Done{Outcome: "ok", Files: m.req.Files}), nil
 	}
 	q := make([]string, len(gofiles))
 	for i, f := range gofiles {
@@ -312,17 +312,17 @@ func formatAction(ctx context.Context, s *Server, sess *goruntime.Session, m *mo
 	} else {
 		out.send(event{Kind: "stdout", Text: "already formatted\n"})
 	}
-	return done(&result{Outcome: "ok", DurationMS: time.Since(start).Milliseconds(), Files: formatTxtar(formatted)}), nil
+	return done(&Done{Outcome: "ok", DurationMS: time.Since(start).Milliseconds(), Files: formatTxtar(formatted)}), nil
 }
 
 // doneEvent is the done event of a command's result.
 func doneEvent(res *goruntime.Result) *event {
-	return done(&result{Outcome: string(res.Outcome), ExitCode: res.ExitCode,
+	return done(&Done{Outcome: string(res.Outcome), ExitCode: res.ExitCode,
 		DurationMS: res.Duration.Milliseconds(), Diagnostics: res.Diagnostics})
 }
 
 // done is the done event saying r.
-func done(r *result) *event { return &event{Kind: "done", result: r} }
+func done(r *Done) *event { return &event{Kind: "done", Done: r} }
 
 // versions answers the Go versions the session's sandbox runs: its own
 // first, then the others provisioned (opening the sandbox, so that the
