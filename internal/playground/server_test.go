@@ -368,4 +368,3 @@ func TestTooManyBrowserSessions(t *testing.T) {
 		t.Errorf("third session: %s %q", res.Status, body)
 	}
 }
-
