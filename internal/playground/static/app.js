@@ -40,8 +40,7 @@
     files = parseTxtar(txt);
     active = 0;
     markers = {};
-    renderTabs();
-    showFile(0);
+    showFile(0, true);
   }
 
   function renderTabs() {
@@ -225,7 +224,7 @@
       const keep = files[active].name;
       load(ev.files);
       const i = files.findIndex((f) => f.name === keep);
-      if (i > 0) showFile(i);
+      if (i > 0) showFile(i, true);
     }
     for (const d of ev.diagnostics || []) {
       if (d.file && d.line) {
