@@ -14,9 +14,9 @@ import (
 // A browser session is one cookie: 32 random bytes, HttpOnly,
 // SameSite=Strict. It is the key of the session's slot in the pool, so
 // each browser session has a sandbox of its own and no other session can
-// name it. Sessions are made on a page load and forgotten after twice the
-// idle TTL without a call (their slot, and a sandbox still open, end
-// then).
+// name it. Sessions are made on a page load and forgotten after
+// Config.SessionTTL without a request (their slot, and a sandbox still
+// open, end then).
 
 // cookieName is the browser session's cookie.
 const cookieName = "playground_session"
@@ -114,10 +114,10 @@ func (bs *browsers) count() int {
 	return len(bs.m)
 }
 
-// runSweeper sweeps every idle/4 (at least every second) until ctx is
-// done.
+// runSweeper sweeps every idle/4 (at least every second, at most every
+// minute) until ctx is done.
 func (bs *browsers) runSweeper(ctx context.Context, idle time.Duration) {
-	t := time.NewTicker(max(idle/4, time.Second))
+	t := time.NewTicker(min(max(idle/4, time.Second), time.Minute))
 	defer t.Stop()
 	for {
 		select {

@@ -23,8 +23,12 @@ type Config struct {
 	// per step.
 	RunTimeout time.Duration
 	// IdleTTL closes a browser session's sandbox after this long without a
-	// call, and forgets the session after twice as long (0: never).
+	// call (0: never); the session's next call opens a fresh one.
 	IdleTTL time.Duration
+	// SessionTTL forgets a browser session (its cookie then gets 403,
+	// "reload the page") after this long without a request; at least
+	// IdleTTL.
+	SessionTTL time.Duration
 	// MaxSandboxes bounds the sandboxes open at once (0: no bound).
 	MaxSandboxes int
 	// MaxPerPrincipal bounds one principal's sandboxes at once (0: no
@@ -52,6 +56,7 @@ func Defaults() Config {
 		OpenTimeout:        2 * time.Minute,
 		RunTimeout:         60 * time.Second,
 		IdleTTL:            15 * time.Minute,
+		SessionTTL:         24 * time.Hour,
 		MaxSandboxes:       8,
 		MaxPerPrincipal:    2,
 		MaxBrowserSessions: 1000,
@@ -75,6 +80,9 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("playground: Config.%s %s: must be positive", d.name, d.v)
 		}
+	}
+	if c.SessionTTL <= 0 || c.SessionTTL < c.IdleTTL {
+		return fmt.Errorf("playground: Config.SessionTTL %s: must be positive and at least IdleTTL (%s)", c.SessionTTL, c.IdleTTL)
 	}
 	if c.IdleTTL < 0 || c.MaxSandboxes < 0 || c.MaxPerPrincipal < 0 {
 		return fmt.Errorf("playground: IdleTTL, MaxSandboxes and MaxPerPrincipal must not be negative (0: no bound)")

@@ -99,13 +99,13 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) HTTPConfig() mcphttp.Config { return s.cfg.HTTP }
 
 // Run closes idle sandboxes (after IdleTTL) and forgets idle browser
-// sessions (after twice IdleTTL) until ctx is done.
+// sessions (after SessionTTL) until ctx is done.
 func (s *Server) Run(ctx context.Context) {
+	go s.browsers.runSweeper(ctx, s.cfg.SessionTTL)
 	if s.cfg.IdleTTL <= 0 {
 		<-ctx.Done()
 		return
 	}
-	go s.browsers.runSweeper(ctx, 2*s.cfg.IdleTTL)
 	s.pool.RunReaper(ctx, s.cfg.IdleTTL)
 }
 

@@ -191,7 +191,7 @@ func TestNoSessionRefused(t *testing.T) {
 
 func TestIdleTTLClosesSandbox(t *testing.T) {
 	const ttl = time.Second
-	f := newFixture(t, func(c *Config) { c.IdleTTL = ttl })
+	f := newFixture(t, func(c *Config) { c.IdleTTL = ttl }) // SessionTTL stays 24 h
 	c := f.browser(t)
 	if code, text := f.post(t, c, "/api/versions", "{}"); code != 200 {
 		t.Fatalf("versions: %d %q", code, text)
@@ -211,6 +211,33 @@ func TestIdleTTLClosesSandbox(t *testing.T) {
 	}
 	if f.backend.Closed() != 1 {
 		t.Errorf("closed %d sandboxes, want 1", f.backend.Closed())
+	}
+	// The session goes on in a fresh sandbox, and is told so.
+	code, text := f.post(t, c, "/api/format", action("package main\n"))
+	if code != 200 || !strings.Contains(text, "sandbox was closed after") {
+		t.Errorf("the call after the idle TTL: %d %q, want a note that the sandbox was closed", code, text)
+	}
+	if f.backend.Opened() != 2 {
+		t.Errorf("opened %d sandboxes, want 2", f.backend.Opened())
+	}
+}
+
+func TestSessionTTLForgetsBrowser(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.IdleTTL, c.SessionTTL = time.Second, time.Second })
+	c := f.browser(t)
+	if code, text := f.post(t, c, "/api/versions", "{}"); code != 200 {
+		t.Fatalf("versions: %d %q", code, text)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for f.srv.browsers.count() != 0 || f.backend.Live() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the session TTL: %d sessions remembered, %d sandboxes live", f.srv.browsers.count(), f.backend.Live())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, text := f.post(t, c, "/api/versions", "{}")
+	if code != http.StatusForbidden || !strings.Contains(text, "reload the page") {
+		t.Errorf("a forgotten session's call: %d %q, want 403", code, text)
 	}
 }
 
