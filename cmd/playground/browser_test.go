@@ -132,13 +132,13 @@ func example(t *testing.T, ctx context.Context, name string) {
 	q, _ := json.Marshal(name)
 	do(t, ctx, "choose the example "+name, chromedp.Evaluate[chromedp.Void](`(() => {
 		const s = document.getElementById("examples"); s.value = `+string(q)+`; s.dispatchEvent(new Event("change")); })()`))
+	waitFor(t, ctx, "the example "+name, `document.body.dataset.example === `+string(q))
 }
 
 // setProgram makes the editor hold one file, prog.go, with text.
 func setProgram(t *testing.T, ctx context.Context, text string) {
 	t.Helper()
 	example(t, ctx, "hello")
-	waitFor(t, ctx, "the hello example", `document.querySelectorAll("#tabs [role=tab]").length === 1 && document.getElementById("code").value.includes("Hello")`)
 	do(t, ctx, "type the program", chromedp.SetValue(chromedp.CSS("#code"), text))
 }
 
@@ -258,10 +258,20 @@ func main() {
 		// Shift+Enter in the editor runs (go.dev/play's key).
 		do(t, ctx, "Shift+Enter", chromedp.Focus(chromedp.CSS("#code")),
 			chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierShift)))
-		waitFor(t, ctx, "the first line while the program still runs",
-			`(() => { const o = document.getElementById("output").textContent;
-			  if (o.includes("goodbye") || document.body.dataset.state !== "running") throw new Error("the run ended before its first line was shown: " + o);
-			  return o.includes("Hello, streaming world"); })()`)
+		// The state when the first line shows: the run must not have ended.
+		wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		defer cancel()
+		seen, err := chromedp.Run(wctx, chromedp.Poll[string](`(() => {
+			const o = document.getElementById("output").textContent;
+			if (!o.includes("Hello, streaming world")) return document.body.dataset.state === "idle" ? "ended: " + o : false;
+			return (document.body.dataset.state === "running" && !o.includes("goodbye")) ? "running" : "ended: " + o; })()`,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(4*time.Minute)))
+		if err != nil {
+			t.Fatalf("waiting for the first line: %v\n%s", err, pageState(ctx))
+		}
+		if seen != "running" {
+			t.Fatalf("the first line showed only once the run had %s", seen)
+		}
 		waitFor(t, ctx, "the run to end", `document.body.dataset.state === "idle"`)
 		if got := eval[string](t, ctx, `document.getElementById("badge").dataset.outcome`); got != "ok" {
 			t.Errorf("outcome %q, want ok; %s", got, pageState(ctx))

@@ -299,9 +299,12 @@
     history.replaceState(null, "", j.url);
   }
 
+  // loadExample replaces the editor's files with an example's; the body's
+  // data-example names the example loaded last.
   async function loadExample(name) {
+    document.body.dataset.example = "";
     const res = await fetch("/static/examples/" + encodeURIComponent(name) + ".txtar");
-    if (res.ok) { load(await res.text()); clearResults(); }
+    if (res.ok) { load(await res.text()); clearResults(); document.body.dataset.example = name; }
   }
 
   async function versions() {
