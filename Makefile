@@ -107,6 +107,8 @@ playground: ## install bubblewrap (as make demo does), then serve the web playgr
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
 	GO='$(GO)' bash scripts/host-setup.sh bubblewrap python3-fastapi python3-uvicorn python3-multipart
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+	@# The web playground: page load to ready, and Run → first output byte against MCP run_go_code (docs/playground.md).
+	$(GO) test -run='^$$' -bench=. -benchtime=20x ./cmd/playground/
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/server/ ./internal/client/processclient/ ./pkg/goruntime/local/ ./cmd/mcp-server/

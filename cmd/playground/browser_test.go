@@ -30,7 +30,7 @@ var browsers = []string{"chromium", "chromium-headless-shell", "google-chrome", 
 // when the machine could install Debian's (the test must not pass
 // quietly where make deps would have given it a browser) and skips only
 // where none can be installed.
-func findBrowser(t *testing.T) string {
+func findBrowser(t testing.TB) string {
 	t.Helper()
 	for _, name := range browsers {
 		if p, err := exec.LookPath(name); err == nil {
@@ -59,7 +59,7 @@ func isExecutable(p string) bool {
 
 // newBrowser starts a headless Chromium with a fresh profile and returns
 // a tab's context.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path := findBrowser(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ func (l *logSink) String() string {
 // startPlayground runs the playground in process on the local backend
 // (run, as main does) and returns its URL; the test's cleanup stops it
 // and checks it exited 0.
-func startPlayground(t *testing.T, args ...string) string {
+func startPlayground(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -99,6 +100,14 @@ func startPlayground(t *testing.T, args ...string) string {
 		t.Fatalf("playground's first line %q: want its URL", line)
 	}
 	return f[1]
+}
+
+// requireBwrap fails with the fix when bubblewrap is missing.
+func requireBwrap(tb testing.TB) {
+	tb.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		tb.Fatal("bubblewrap (bwrap) is not installed: the local backend needs it; run make deps (scripts/install-deps.sh)")
+	}
 }
 
 func TestFlags(t *testing.T) {
