@@ -172,4 +172,3 @@ func BenchmarkPageReady(b *testing.B) {
 	b.ReportMetric(float64(assetTime.Microseconds())/1000/float64(b.N), "asset-ms/op")
 	b.ReportMetric(float64(readyTime)/float64(assetTime), "ready/asset")
 }
-
