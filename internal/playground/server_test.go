@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/mcphttp"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/goruntimetest"
 )
 
@@ -393,5 +394,34 @@ func TestTooManyBrowserSessions(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many browser sessions") {
 		t.Errorf("third session: %s %q", res.Status, body)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	const token = "0123456789abcdef-secret"
+	f := newFixture(t, func(c *Config) {
+		c.HTTP.Principals = []mcphttp.Principal{{Name: "alice", Token: token}}
+		c.MaxPerPrincipal = 1
+	})
+	// The page itself needs no token: it asks for one on the first 401.
+	c := f.browser(t)
+	for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong-token-wrong-token"}} {
+		code, text := f.post(t, c, "/api/versions", "{}", hdr...)
+		if code != http.StatusUnauthorized {
+			t.Errorf("%v: %d %q, want 401", hdr, code, text)
+		}
+	}
+	if n := f.backend.Opened(); n != 0 {
+		t.Errorf("refused requests opened %d sandboxes", n)
+	}
+	if code, text := f.post(t, c, "/api/versions", "{}", "Authorization", "Bearer "+token); code != 200 {
+		t.Fatalf("with the token: %d %q", code, text)
+	}
+	// alice holds her one sandbox: a second browser session of hers is
+	// refused with the session layer's wording.
+	c2 := f.browser(t)
+	code, text := f.post(t, c2, "/api/versions", "{}", "Authorization", "Bearer "+token)
+	if code != http.StatusTooManyRequests || !strings.Contains(text, `"alice" already holds 1 of the 1 sandboxes`) {
+		t.Errorf("alice's second session: %d %q, want 429 naming her share", code, text)
 	}
 }
