@@ -16,7 +16,7 @@ DEMO_FLAGS ?=
 # Flags for cmd/bench, e.g. BENCH_FLAGS=--sections=rootless (as root; docs/benchmarks.md).
 BENCH_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
-RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
+RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./internal/playground/ ./pkg/goruntime/goruntimetest/
 
 .PHONY: playground help deps build demo test unit race e2e e2e-full e2e-root cluster cluster-down bench bench-go vet lint
 
