@@ -1,15 +1,12 @@
 package playground
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/sessions"
@@ -60,22 +57,6 @@ type testRow struct {
 	Status    string `json:"status"`
 	ElapsedMS int64  `json:"elapsed_ms"`
 	Output    string `json:"output,omitempty"`
-}
-
-// stdinFile holds a Run's standard input in /app; autoGoMod names, in a
-// call's file set, the go.mod the playground made for a module without
-// one (never a name the editor can give: it has a space).
-const (
-	stdinFile = ".playground-stdin"
-	autoGoMod = "go.mod (made)"
-)
-
-// module is an action's checked input.
-type module struct {
-	req   actionRequest
-	files []goruntime.File
-	names map[string]bool // what /app holds after the call (autoGoMod for a made go.mod)
-	goMod bool            // the editor gave a go.mod
 }
 
 // actionFunc runs one action in sess, sending output to out, and returns
@@ -133,74 +114,6 @@ func (s *Server) action(fn actionFunc) http.HandlerFunc {
 			out.fail(sessions.Describe(err))
 		}
 	}
-}
-
-// readModule reads and checks an action's body.
-func (s *Server) readModule(w http.ResponseWriter, r *http.Request) (*module, int, error) {
-	data, code, err := readBody(w, r, s.cfg.MaxRequestBytes)
-	if err != nil {
-		return nil, code, err
-	}
-	var req actionRequest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("malformed request: want JSON {\"files\": \"<txtar>\", ...}: %w", err)
-	}
-	if dec.More() {
-		return nil, http.StatusBadRequest, errors.New("malformed request: more than one JSON value")
-	}
-	tfs, err := parseTxtar(req.Files)
-	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("files: %w", err)
-	}
-	if len(tfs) > s.cfg.MaxFiles {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("files: %d files, at most %d", len(tfs), s.cfg.MaxFiles)
-	}
-	if req.Version != "" {
-		if _, err := goruntime.NormalizeGoVersion(req.Version); err != nil {
-			return nil, http.StatusBadRequest, err
-		}
-	}
-	m := &module{req: req, names: map[string]bool{}}
-	for _, f := range tfs {
-		if f.Name == stdinFile {
-			return nil, http.StatusBadRequest, fmt.Errorf("files: %s is the playground's own name for stdin; rename the file", stdinFile)
-		}
-		m.files = append(m.files, goruntime.File{Path: f.Name, Data: []byte(f.Data)})
-		m.names[f.Name] = true
-		if f.Name == "go.mod" {
-			m.goMod = true
-		}
-	}
-	if err := goruntime.ValidateFiles(m.files); err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("files: %w", sessions.Describe(err))
-	}
-	if !m.goMod {
-		m.names[autoGoMod] = true
-	}
-	return m, 0, nil
-}
-
-// ensureGoMod is the shell step that gives a module without go.mod one
-// (module play, the go line of the toolchain that runs), as go.dev/play
-// does.
-func (m *module) ensureGoMod() string {
-	if m.goMod {
-		return ""
-	}
-	return "test -f go.mod || go mod init play >/dev/null 2>&1; "
-}
-
-// goFiles are the module's .go files.
-func (m *module) goFiles() []string {
-	var out []string
-	for _, f := range m.files {
-		if strings.HasSuffix(f.Path, ".go") {
-			out = append(out, f.Path)
-		}
-	}
-	return out
 }
 
 // runAction: go run . with the request's stdin; not formatted first, so
@@ -361,49 +274,4 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
-}
-
-// stream writes an action's events as NDJSON, flushing each: the page
-// shows output as the sandbox produces it.
-type stream struct {
-	mu   sync.Mutex
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	sent bool
-}
-
-// started reports whether an event was sent (the answer's status, 200,
-// is then gone out).
-func (st *stream) started() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.sent
-}
-
-func newStream(w http.ResponseWriter) *stream {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	return &stream{w: w, rc: http.NewResponseController(w)}
-}
-
-func (st *stream) send(ev event) {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.sent = true
-	st.w.Write(append(data, '\n'))
-	st.rc.Flush()
-}
-
-// chunk passes a piece of output on.
-func (st *stream) chunk(c goruntime.Chunk) {
-	st.send(event{Kind: string(c.Stream), Text: string(c.Data)})
-}
-
-// fail ends the answer with an error event.
-func (st *stream) fail(err error) {
-	st.send(event{Kind: "error", Text: err.Error()})
 }
