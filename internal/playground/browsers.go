@@ -16,10 +16,15 @@ import (
 // each browser session has a sandbox of its own and no other session can
 // name it. Sessions are made on a page load and forgotten after
 // Config.SessionTTL without a request (their slot, and a sandbox still
-// open, end then).
+// open, end then), or after unusedTTL when no API call ever came: the
+// page calls at once, so a session without one is a load that was not a
+// browser's (a script minting cookies to fill MaxBrowserSessions).
 
 // cookieName is the browser session's cookie.
 const cookieName = "playground_session"
+
+// unusedTTL is how long a session that made no API call is remembered.
+const unusedTTL = time.Minute
 
 // errTooManyBrowsers: MaxBrowserSessions are remembered.
 var errTooManyBrowsers = errors.New("too many browser sessions on this server; try again later")
@@ -33,6 +38,7 @@ type browser struct {
 
 	mu       sync.Mutex
 	lastSeen time.Time
+	used     bool            // an API call came
 	written  map[string]bool // the files written to its sandbox, by the last call
 	sandbox  string          // the sandbox written holds them
 }
@@ -87,8 +93,15 @@ func (bs *browsers) lookup(r *http.Request) (*browser, bool) {
 	return b, true
 }
 
-// sweep forgets the sessions unseen for longer than idle, ending their
-// slots; it returns how many.
+// use marks the session as one the page calls from.
+func (b *browser) use() {
+	b.mu.Lock()
+	b.used = true
+	b.mu.Unlock()
+}
+
+// sweep forgets the sessions unseen for longer than idle (unusedTTL for
+// those that made no API call), ending their slots; it returns how many.
 func (bs *browsers) sweep(idle time.Duration) int {
 	now := time.Now()
 	bs.mu.Lock()
@@ -96,7 +109,8 @@ func (bs *browsers) sweep(idle time.Duration) int {
 	n := 0
 	for id, b := range bs.m {
 		b.mu.Lock()
-		old := now.Sub(b.lastSeen) > idle
+		since := now.Sub(b.lastSeen)
+		old := since > idle || (!b.used && since > unusedTTL)
 		b.mu.Unlock()
 		if old {
 			delete(bs.m, id)
@@ -115,9 +129,9 @@ func (bs *browsers) count() int {
 }
 
 // runSweeper sweeps every idle/4 (at least every second, at most every
-// minute) until ctx is done.
+// unusedTTL/4) until ctx is done.
 func (bs *browsers) runSweeper(ctx context.Context, idle time.Duration) {
-	t := time.NewTicker(min(max(idle/4, time.Second), time.Minute))
+	t := time.NewTicker(min(max(idle/4, time.Second), unusedTTL/4))
 	defer t.Stop()
 	for {
 		select {

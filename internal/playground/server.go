@@ -240,5 +240,6 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*browser, bool
 		s.fail(w, http.StatusForbidden, errors.New("no playground session (the page's cookie is missing or has expired): reload the page"))
 		return nil, false
 	}
+	b.use()
 	return b, true
 }
