@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -86,7 +87,14 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/api/", guarded)
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /p/{id}", s.page)
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no directory listings
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	s.handler = secureHeaders(mux)
 	return s, nil
 }

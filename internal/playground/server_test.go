@@ -371,6 +371,16 @@ func TestPageHeaders(t *testing.T) {
 			t.Errorf("%s: X-Content-Type-Options %q", path, got)
 		}
 	}
+	for _, dir := range []string{"/static/", "/static/examples/"} {
+		res, err := http.Get(f.ts.URL + dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %s, want 404 (no listings)", dir, res.Status)
+		}
+	}
 	res, err := http.Get(f.ts.URL + "/")
 	if err != nil {
 		t.Fatal(err)
