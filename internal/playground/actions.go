@@ -120,7 +120,6 @@ func (s *Server) action(fn actionFunc) http.HandlerFunc {
 // the first output byte comes straight from the program.
 func runAction(ctx context.Context, s *Server, sess *goruntime.Session, m *module, out *stream) (*event, error) {
 	files := append(slices.Clone(m.files), goruntime.File{Path: stdinFile, Data: []byte(m.req.Stdin)})
-	m.names[stdinFile] = true
 	res, err := sess.ExecuteStream(ctx, goruntime.Request{
 		Files:     files,
 		Command:   m.ensureGoMod() + "go run . <" + stdinFile,

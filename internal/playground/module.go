@@ -24,7 +24,7 @@ const (
 type module struct {
 	req   actionRequest
 	files []goruntime.File
-	names map[string]bool // what /app holds after the call (autoGoMod for a made go.mod)
+	names map[string]bool // what /app may hold after the call (autoGoMod for a made go.mod, stdinFile)
 	goMod bool            // the editor gave a go.mod
 }
 
@@ -72,6 +72,10 @@ func (s *Server) readModule(w http.ResponseWriter, r *http.Request) (*module, in
 	if !m.goMod {
 		m.names[autoGoMod] = true
 	}
+	// Every call may leave a Run's stdin file: one left by an earlier Run
+	// is no reason to empty /app (a dot file, which the go command
+	// ignores, and each Run writes it anew).
+	m.names[stdinFile] = true
 	return m, 0, nil
 }
 

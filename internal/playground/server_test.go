@@ -304,6 +304,22 @@ func TestRemovedFileLeavesSandbox(t *testing.T) {
 	}
 }
 
+func TestRunsKeepTheSandbox(t *testing.T) {
+	f := newFixture(t, nil)
+	c := f.browser(t)
+	// A program that leaves a file in /app, and lists what is there.
+	prog := "-- main.go --\n" + strings.Replace(listProgram, "func main() {", "func main() {\n\tos.WriteFile(\"left_by_run.txt\", nil, 0o644)", 1)
+	for i := range 2 {
+		code, text := f.post(t, c, "/api/run", action(prog))
+		if code != 200 || !strings.Contains(text, `"outcome":"ok"`) {
+			t.Fatalf("run %d: %d %q", i+1, code, text)
+		}
+		if i == 1 && !strings.Contains(text, "file: left_by_run.txt") {
+			t.Errorf("the second run of the same files found /app emptied: %q", text)
+		}
+	}
+}
+
 func TestShareContentAddressed(t *testing.T) {
 	f := newFixture(t, nil)
 	c := f.browser(t)
