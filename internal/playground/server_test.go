@@ -307,8 +307,11 @@ func TestRemovedFileLeavesSandbox(t *testing.T) {
 func TestRunsKeepTheSandbox(t *testing.T) {
 	f := newFixture(t, nil)
 	c := f.browser(t)
-	// A program that leaves a file in /app, and lists what is there.
-	prog := "-- main.go --\n" + strings.Replace(listProgram, "func main() {", "func main() {\n\tos.WriteFile(\"left_by_run.txt\", nil, 0o644)", 1)
+	// A program that lists what is in /app, then leaves a file there.
+	prog := "-- main.go --\n" + strings.Replace(listProgram, "\tfor _, e := range es {", "\tdefer os.WriteFile(\"left_by_run.txt\", nil, 0o644)\n\tfor _, e := range es {", 1)
+	if !strings.Contains(prog, "defer os.WriteFile") {
+		t.Fatal("the program lost its write")
+	}
 	for i := range 2 {
 		code, text := f.post(t, c, "/api/run", action(prog))
 		if code != 200 || !strings.Contains(text, `"outcome":"ok"`) {
