@@ -223,6 +223,7 @@ func sessionCookie(t *testing.T, ctx context.Context, url string) string {
 }
 
 func TestBrowser(t *testing.T) {
+	requireBwrap(t)
 	ctx := newBrowser(t)
 	url := startPlayground(t, "--timeout=3m")
 
