@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "playground: --log-level=%q: want debug, info, warn or error\n", *logLevel)
-		return 2
+		return cliflags.ExitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.ShareDir = *shareDir
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tok, err := mcphttp.ReadToken(*tokenFile, noEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "playground: --auth-token-file: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	cfg.HTTP.Token = tok
 	if *tokensFile != "" {
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Every value check but the backend's, before a backend is built.
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "playground: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 
 	backend, err := bf.New(ctx, log)
@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv, err := playground.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "playground: %v\n", err)
-		return 2
+		return cliflags.ExitUsage
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

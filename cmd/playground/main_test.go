@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -117,11 +118,11 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"-h"}, 0, "usage: playground"},
-		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
-		{[]string{"stray"}, 2, "stray"},
-		{[]string{"--max-share-kb=0"}, 2, "MaxShareBytes 0: must be positive"},
-		{[]string{"--allowed-origin=evil"}, 2, `allowed origin "evil"`},
-		{[]string{"--log-level=loud"}, 2, "want debug, info, warn or error"},
+		{[]string{"--no-such-flag"}, cliflags.ExitUsage, "flag provided but not defined"},
+		{[]string{"stray"}, cliflags.ExitUsage, "stray"},
+		{[]string{"--max-share-kb=0"}, cliflags.ExitUsage, "MaxShareBytes 0: must be positive"},
+		{[]string{"--allowed-origin=evil"}, cliflags.ExitUsage, `allowed origin "evil"`},
+		{[]string{"--log-level=loud"}, cliflags.ExitUsage, "want debug, info, warn or error"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errb)
