@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ps, err := mcphttp.ReadTokensFile(*tokensFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "playground: --auth-tokens-file: %v\n", err)
-			return 2
+			return cliflags.ExitUsage
 		}
 		cfg.HTTP.Principals = ps
 	}
