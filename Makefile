@@ -16,9 +16,9 @@ DEMO_FLAGS ?=
 # Flags for cmd/bench, e.g. BENCH_FLAGS=--sections=rootless (as root; docs/benchmarks.md).
 BENCH_FLAGS ?=
 # Packages whose tests are cheap enough to run again under -race.
-RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./pkg/goruntime/goruntimetest/
+RACE_PKGS ?= ./pkg/goruntime/ ./pkg/goruntime/agentsandbox/ ./internal/server/pathsafe/ ./internal/server/ ./internal/server/processapi/ ./internal/client/processclient/ ./internal/frontend/mcpserver/ ./internal/frontend/backendflag/ ./internal/frontend/sessions/ ./internal/playground/ ./pkg/goruntime/goruntimetest/
 
-.PHONY: help deps build demo test unit race e2e e2e-full e2e-root cluster cluster-down bench bench-go vet lint
+.PHONY: playground help deps build demo test unit race e2e e2e-full e2e-root cluster cluster-down bench bench-go vet lint
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-9s %s\n", $$1, $$2}'
@@ -98,9 +98,17 @@ test: deps vet unit race lint ## run every test (as a user other than root: all 
 		echo 'make test: every test but the end-to-end one ran. The e2e needs root (a Kubernetes node on this machine): $(E2E_AS_ROOT)'; \
 	fi
 
+# Flags for cmd/playground, e.g. PLAYGROUND_FLAGS=--addr=0.0.0.0:8090 (docs/playground.md).
+PLAYGROUND_FLAGS ?=
+playground: ## install bubblewrap (as make demo does), then serve the web playground on the local backend and print its URL
+	GO='$(GO)' bash scripts/host-setup.sh bubblewrap uidmap
+	$(GO) run ./cmd/playground $(PLAYGROUND_FLAGS)
+
 bench: ## side-by-side benchmark vs bare host and upstream runtimes: a table of ratios (docs/benchmarks.md)
 	GO='$(GO)' bash scripts/host-setup.sh bubblewrap python3-fastapi python3-uvicorn python3-multipart
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+	@# The web playground: page load to ready, and Run → first output byte against MCP run_go_code (docs/playground.md).
+	$(GO) test -run='^$$' -bench=. -benchtime=20x ./cmd/playground/
 
 bench-go: ## the packages' go test benchmarks (runtime server, sandboxd, local backend, MCP vs library)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./internal/server/ ./internal/client/processclient/ ./pkg/goruntime/local/ ./cmd/mcp-server/

@@ -34,6 +34,7 @@ packages=(
 	iproute2 # test/e2e: the run's network namespace (ip link/addr/route)
 	util-linux # test/e2e: unshare (the run's PID/network/mount namespaces), flock
 	dbus-daemon # pkg/goruntime/local/internal/cgroups tests: the private bus a fake user systemd answers on (TestJoinSystemdScope)
+	chromium # cmd/playground: the browser its test drives (chromedp, headless)
 	shellcheck # make lint: scripts/*.sh (scripts/run-test-kind.sh)
 	python3-fastapi # make bench: upstream agent-sandbox's Python runtime, the baseline of cmd/bench
 	python3-uvicorn # make bench: serves it

@@ -1,0 +1,81 @@
+package playground
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// store keeps shared texts on disk, content-addressed: a text's ID is
+// its SHA-256's first 16 bytes (base64url), so the same text always
+// gets the same link and a link cannot be guessed from another.
+type store struct {
+	dir string
+	max int64
+}
+
+// errTooLarge is wrapped by put's error for a text past the cap.
+var errTooLarge = errors.New("too large")
+
+// errNoShare is wrapped by get's error for an ID with no text.
+var errNoShare = errors.New("no such shared text")
+
+// idRE is the shape of a share ID.
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+
+// shareID returns the ID of text.
+func shareID(text []byte) string {
+	sum := sha256.Sum256(text)
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// put stores text (once: the same text is already there) and returns
+// its ID.
+func (s *store) put(text []byte) (string, error) {
+	if int64(len(text)) > s.max {
+		return "", fmt.Errorf("share: %d bytes, at most %d may be shared: %w", len(text), s.max, errTooLarge)
+	}
+	id := shareID(text)
+	path := filepath.Join(s.dir, id)
+	if _, err := os.Stat(path); err == nil {
+		return id, nil
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return "", fmt.Errorf("share: make the share directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(s.dir, ".put-*")
+	if err != nil {
+		return "", fmt.Errorf("share: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(text); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("share: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("share: write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("share: %w", err)
+	}
+	return id, nil
+}
+
+// get returns the text of id.
+func (s *store) get(id string) ([]byte, error) {
+	if !idRE.MatchString(id) {
+		return nil, fmt.Errorf("share %q: %w", id, errNoShare)
+	}
+	data, err := os.ReadFile(filepath.Join(s.dir, id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("share %s: %w", id, errNoShare)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("share %s: %w", id, err)
+	}
+	return data, nil
+}
