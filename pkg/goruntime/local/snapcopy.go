@@ -1,0 +1,215 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
+)
+
+// How a snapshot's files leave a sandbox and enter another (the copy
+// method). Both run tar in the sandbox's mount namespace, where its disk
+// is mounted (nslimits.MountCommand: as root, or as the user from the user
+// namespace that owns the sandbox's), on the disk's directory:
+//
+//   - taking: app, home (not the build cache's mount point) and the build
+//     cache overlay's upper directory (.gocache/upper: what the sandbox
+//     added to the seed, not the seed): its files only, not its directories (every cache has the same ones, the seed's), nor overlayfs's whiteouts (a
+//     seed entry the sandbox deleted comes back: the cache is
+//     content-addressed, an extra entry changes no result). Modes,
+//     mtimes, symlinks and hard links are kept. tar never follows a
+//     symlink, and runs while nothing but the runtime server runs in the
+//     sandbox (quiet), so no sandbox process can swap a directory under it.
+//   - putting: as the sandbox's own ids (those that own its /app, as its
+//     namespace maps them; setpriv drops every capability), so what it
+//     writes belongs to the sandbox and it can write nothing the sandbox
+//     could not; the upper directory's entries go through the build
+//     cache's overlay (home/.cache/go-build), never behind its back.
+//     Restoring first empties app and home (but the build cache, which
+//     keeps its entries and gains the snapshot's).
+//
+// Without a disk (Relax.DiskQuota) the build cache is a plain directory
+// in home and is taken whole.
+
+const takeScript = `set -e
+cd "$1"
+if [ -d .gocache/upper ]; then
+	{ find app home -xdev ! -path 'home/.cache/go-build/*' -print0; find .gocache/upper -type f -print0; }
+else
+	find app home -xdev -print0
+fi | tar -cf - --null --no-recursion --numeric-owner -T -
+`
+
+const putScript = `set -e
+cd "$1"
+u=$(stat -c %u app)
+g=$(stat -c %g app)
+if [ "$2" = restore ]; then
+	find app -mindepth 1 -delete
+	find home -xdev -mindepth 1 ! -path home/.cache ! -path home/.cache/go-build ! -path 'home/.cache/go-build/*' -delete
+fi
+exec setpriv --reuid="$u" --regid="$g" --clear-groups -- tar -xf - --no-same-owner --delay-directory-restore --transform='s,^\.gocache/upper,home/.cache/go-build,S'
+`
+
+// take writes s's files, as one tar, to w.
+func (s *Sandbox) take(ctx context.Context, w io.Writer) error {
+	return s.inMountNS(ctx, nil, w, takeScript, s.l.data())
+}
+
+// put writes the files of the tar r into s; restore empties it first.
+func (s *Sandbox) put(ctx context.Context, r io.Reader, restore bool) error {
+	mode := "add"
+	if restore {
+		mode = "restore"
+	}
+	return s.inMountNS(ctx, r, io.Discard, putScript, s.l.data(), mode)
+}
+
+// inMountNS runs the shell script in s's mount namespace with args.
+func (s *Sandbox) inMountNS(ctx context.Context, stdin io.Reader, stdout io.Writer, script string, args ...string) error {
+	cmd, done, err := nslimits.MountCommand(ctx, s.meta.PID, append([]string{"sh", "-c", script, "sh"}, args...)...)
+	if err != nil {
+		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
+	}
+	defer done()
+	var stderr bytes.Buffer
+	out := &recordingWriter{w: stdout}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, &stderr
+	if err := cmd.Run(); err != nil {
+		if out.err != nil { // what broke tar's pipe (the quota)
+			return fmt.Errorf("local sandbox %s: %w", s.meta.ID, out.err)
+		}
+		return fmt.Errorf("local sandbox %s: copy files in its mount namespace: %w: %s", s.meta.ID, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// recordingWriter keeps the first error its writer returned.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// activity is what says that something ran in a sandbox: the processes
+// other than its runtime server, and the server's counts of commands
+// started and request bytes received (a file written).
+type activity struct {
+	others []int
+	counts string
+}
+
+// quiet reports what runs in s, failing with an error wrapping
+// goruntime.ErrSandboxBusy when anything but the runtime server (and its
+// process API companion) does.
+func (s *Sandbox) quiet(ctx context.Context, what string) (activity, error) {
+	var a activity
+	pids, err := s.meta.Cgroup.Procs()
+	if err != nil {
+		return a, fmt.Errorf("local sandbox %s: %s: %w", s.meta.ID, what, err)
+	}
+	for _, p := range pids {
+		if !s.keep[p] && !s.companion(p) {
+			a.others = append(a.others, p)
+		}
+	}
+	if len(a.others) > 0 {
+		return a, fmt.Errorf("local sandbox %s: %s: %d processes besides the runtime server run in it (a command, or what a command left behind); "+
+			"its files are taken only while nothing runs: wait for the command to end, or end what it left: %w",
+			s.meta.ID, what, len(a.others), goruntime.ErrSandboxBusy)
+	}
+	if a.counts, err = s.serverCounts(ctx); err != nil {
+		return a, fmt.Errorf("local sandbox %s: %s: %w", s.meta.ID, what, err)
+	}
+	return a, nil
+}
+
+// stillQuiet fails, wrapping goruntime.ErrSandboxBusy, when something ran
+// in s since before was taken.
+func (s *Sandbox) stillQuiet(ctx context.Context, before activity, what string) error {
+	after, err := s.quiet(ctx, what)
+	if err != nil {
+		return err
+	}
+	if after.counts != before.counts {
+		return fmt.Errorf("local sandbox %s: %s: a command ran or a file was written meanwhile, so the copy may be half old, half new: "+
+			"try again once nothing runs: %w", s.meta.ID, what, goruntime.ErrSandboxBusy)
+	}
+	return nil
+}
+
+// companion reports whether pid is the runtime server's process API
+// companion (a child of the server by that name). A sandbox process can
+// take the name; it then only hides itself from its own sandbox's
+// snapshot, which the counts still catch when it was started as a command.
+func (s *Sandbox) companion(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	st := string(data)
+	open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+	if open < 0 || end < open {
+		return false
+	}
+	comm := st[open+1 : end]
+	f := strings.Fields(st[end+1:])
+	if len(f) < 2 {
+		return false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	name := server.ProcessAPIName
+	if len(name) > 15 { // the kernel keeps 15 bytes of a command's name
+		name = name[:15]
+	}
+	return ppid == s.meta.Server && s.meta.Server > 0 && comm == name
+}
+
+// serverCounts returns the runtime server's counters of commands and of
+// bytes received, as one string to compare.
+func (s *Sandbox) serverCounts(ctx context.Context) (string, error) {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialSandboxSocket(ctx, s.l.socket(), serverUID(s.meta.HostUID))
+	}}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandbox/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("read the runtime server's counters: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("read the runtime server's counters: %s", resp.Status)
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 1<<20))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "sandbox_server_commands_total{") || strings.HasPrefix(line, "sandbox_server_commands_in_flight{") ||
+			strings.HasPrefix(line, "sandbox_server_bytes_total{") && strings.Contains(line, `direction="in"`) {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String(), sc.Err()
+}
