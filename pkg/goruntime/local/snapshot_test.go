@@ -62,6 +62,14 @@ func snapRun(ctx context.Context, sb goruntime.Sandbox, cmd string) (string, err
 const stateCmd = `cd /app/t && for f in *; do printf '%s %s %s\n' "$f" "$(stat -c %a "$f")" "$(cat "$f")"; done; cat "$HOME/marker"`
 
 func checkSnapshots(ctx context.Context, opts local.Options) error {
+	if err := checkForks(ctx, opts); err != nil {
+		return err
+	}
+	// Once the sandboxes above are closed: a user's budget counts them.
+	return checkForkPartial(ctx, opts)
+}
+
+func checkForks(ctx context.Context, opts local.Options) error {
 	b, err := local.New(opts)
 	if err != nil {
 		return err
@@ -142,10 +150,7 @@ func checkSnapshots(ctx context.Context, opts local.Options) error {
 	if err := checkSnapshotOwnership(ctx, b, orig); err != nil {
 		return err
 	}
-	if err := checkSnapshotQuotaTTL(ctx, opts, orig); err != nil {
-		return err
-	}
-	return checkForkPartial(ctx, opts)
+	return checkSnapshotQuotaTTL(ctx, opts, orig)
 }
 
 // checkSnapshotRestore: a snapshot survives a new backend on the same
