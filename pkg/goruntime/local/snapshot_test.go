@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 func TestSnapshots(t *testing.T) {
 	opts := testOptions()
 	opts.StateDir = t.TempDir()
+	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
 	if err := checkSnapshots(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func snapshotsHelper(ctx context.Context, opts local.Options) int {
 const snapOwner, otherOwner = "alice", "mallory"
 
 func snapRun(ctx context.Context, sb goruntime.Sandbox, cmd string) (string, error) {
-	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: time.Minute})
+	res, err := sb.Exec(ctx, goruntime.ExecRequest{Command: cmd, Timeout: 5 * time.Minute})
 	if err != nil {
 		return "", fmt.Errorf("%s in %s: %w", cmd, sb.ID(), err)
 	}
@@ -87,6 +89,10 @@ func checkForks(ctx context.Context, opts local.Options) error {
 	if err != nil {
 		return err
 	}
+	// A warm build and test cache: a fork's `go test` is a cache hit.
+	if _, err := snapRun(ctx, orig, `mkdir -p m && cd m && printf 'module m\n\ngo 1.21\n' >go.mod && printf 'package m\n\nimport "testing"\n\nfunc TestM(t *testing.T) {}\n' >m_test.go && go test ./...`); err != nil {
+		return err
+	}
 	// Written just before the fork: every fork has it.
 	if _, err := snapRun(ctx, orig, `echo fresh >t/e`); err != nil {
 		return err
@@ -109,6 +115,9 @@ func checkForks(ctx context.Context, opts local.Options) error {
 		if f.Sandbox.ID() == orig.ID() {
 			return fmt.Errorf("fork %d has the original's ID %s", i, orig.ID())
 		}
+	}
+	if out, err := snapRun(ctx, sbs[0], `cd m && go test ./...`); err != nil || !strings.Contains(out, "(cached)") {
+		return fmt.Errorf("go test in a fork of a sandbox that ran it: %q, %v; want a cached result", out, err)
 	}
 	// One change in each: a write, a delete, a chmod; a rename in the
 	// original.
