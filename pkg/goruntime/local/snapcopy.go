@@ -18,52 +18,54 @@ import (
 )
 
 // How a snapshot's files leave a sandbox and enter another (the copy
-// method). Both run tar in the sandbox's mount namespace, where its disk
-// is mounted (nslimits.MountCommand: as root, or as the user from the user
-// namespace that owns the sandbox's), on the disk's directory:
+// method). Both run tar as the sandbox's own processes run: in its user
+// and mount namespaces, as its uid and gid there
+// (nslimits.SandboxCommand), on the tree it sees (/app, HOME). So the
+// copy can read and write exactly what the sandbox itself can: a
+// symlink a command planted leads where the sandbox's own view leads,
+// never into the host's tree, even if the sandbox's runtime server was
+// taken over and swaps paths while tar runs.
 //
-//   - taking: app, home (not the build cache's mount point) and the build
-//     cache overlay's upper directory (.gocache/upper: what the sandbox
-//     added to the seed, not the seed): its files only, not its directories (every cache has the same ones, the seed's), nor overlayfs's whiteouts (a
-//     seed entry the sandbox deleted comes back: the cache is
-//     content-addressed, an extra entry changes no result). Modes,
-//     mtimes, symlinks and hard links are kept. tar never follows a
-//     symlink, and runs while nothing but the runtime server runs in the
-//     sandbox (quiet), so no sandbox process can swap a directory under it.
-//   - putting: as the sandbox's own ids (those that own its /app, as its
-//     namespace maps them; setpriv drops every capability), so what it
-//     writes belongs to the sandbox and it can write nothing the sandbox
-//     could not; the upper directory's entries go through the build
-//     cache's overlay (home/.cache/go-build), never behind its back.
-//     Restoring first empties app and home (but the build cache, which
-//     keeps its entries and gains the snapshot's).
-//
-// Without a disk (Relax.DiskQuota) the build cache is a plain directory
-// in home and is taken whole.
+//   - taking: /app, HOME but the build cache (its mount point is another
+//     file system), and the build cache's files the sandbox owns: what it
+//     added to the seed, not the seed (the seed's files belong to
+//     another uid; every sandbox of the host has them). Directories of
+//     the cache are not taken (every cache has the same ones), nor
+//     overlayfs's whiteouts (a seed entry the sandbox deleted comes
+//     back: the cache is content-addressed, an extra entry changes no
+//     result). Modes, mtimes, symlinks and hard links are kept; tar
+//     never follows a symlink.
+//   - putting: the same, the other way; the cache's files go through
+//     its overlay. Restoring first empties /app and HOME (but the build
+//     cache, which keeps its entries and gains the snapshot's).
 
-const takeScript = `set -e
-cd "$1"
-if [ -d .gocache/upper ]; then
-	{ find app home -xdev ! -path 'home/.cache/go-build/*' -print0; find .gocache/upper -type f -print0; }
-else
-	find app home -xdev -print0
-fi | tar -cf - --null --no-recursion --numeric-owner -T -
+var takeScript = `set -e
+cd /
+{
+	find app ` + homeRel + ` -xdev ! -path '` + cacheRel + `/*' -print0
+	if [ -d ` + cacheRel + ` ]; then find ` + cacheRel + ` -type f -user "$(id -u)" -print0; fi
+} | tar -cf - --null --no-recursion -T -
 `
 
-const putScript = `set -e
-cd "$1"
-u=$(stat -c %u app)
-g=$(stat -c %g app)
-if [ "$2" = restore ]; then
+var putScript = `set -e
+cd /
+if [ "$1" = restore ]; then
 	find app -mindepth 1 -delete
-	find home -xdev -mindepth 1 ! -path home/.cache ! -path home/.cache/go-build ! -path 'home/.cache/go-build/*' -delete
+	find ` + homeRel + ` -xdev -mindepth 1 ! -path ` + homeRel + `/.cache ! -path ` + cacheRel + ` ! -path '` + cacheRel + `/*' -delete
 fi
-exec setpriv --reuid="$u" --regid="$g" --clear-groups -- tar -xf - --no-same-owner --delay-directory-restore --transform='s,^\.gocache/upper,home/.cache/go-build,S'
+tar -xpf - --no-same-owner --delay-directory-restore
 `
+
+// homeRel and cacheRel are HOME and GOCACHE as the sandbox sees them
+// (bwrap.go), relative to its root.
+var (
+	homeRel  = strings.TrimPrefix(homeDir, "/")
+	cacheRel = homeRel + "/.cache/go-build"
+)
 
 // take writes s's files, as one tar, to w.
 func (s *Sandbox) take(ctx context.Context, w io.Writer) error {
-	return s.inMountNS(ctx, nil, w, takeScript, s.l.data())
+	return s.asSandbox(ctx, nil, w, takeScript)
 }
 
 // put writes the files of the tar r into s; restore empties it first.
@@ -72,12 +74,15 @@ func (s *Sandbox) put(ctx context.Context, r io.Reader, restore bool) error {
 	if restore {
 		mode = "restore"
 	}
-	return s.inMountNS(ctx, r, io.Discard, putScript, s.l.data(), mode)
+	return s.asSandbox(ctx, r, io.Discard, putScript, mode)
 }
 
-// inMountNS runs the shell script in s's mount namespace with args.
-func (s *Sandbox) inMountNS(ctx context.Context, stdin io.Reader, stdout io.Writer, script string, args ...string) error {
-	cmd, done, err := nslimits.MountCommand(ctx, s.meta.PID, append([]string{"sh", "-c", script, "sh"}, args...)...)
+// asSandbox runs the shell script in s as its processes run, with args.
+func (s *Sandbox) asSandbox(ctx context.Context, stdin io.Reader, stdout io.Writer, script string, args ...string) error {
+	if s.meta.Server <= 0 {
+		return fmt.Errorf("local sandbox %s predates snapshots (its runtime server's pid is not recorded): open a new one", s.meta.ID)
+	}
+	cmd, done, err := nslimits.SandboxCommand(ctx, s.meta.Server, append([]string{"sh", "-c", script, "sh"}, args...)...)
 	if err != nil {
 		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
 	}
@@ -89,7 +94,7 @@ func (s *Sandbox) inMountNS(ctx context.Context, stdin io.Reader, stdout io.Writ
 		if out.err != nil { // what broke tar's pipe (the quota)
 			return fmt.Errorf("local sandbox %s: %w", s.meta.ID, out.err)
 		}
-		return fmt.Errorf("local sandbox %s: copy files in its mount namespace: %w: %s", s.meta.ID, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("local sandbox %s: copy files as the sandbox: %w: %s", s.meta.ID, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }

@@ -153,6 +153,9 @@ func checkForks(ctx context.Context, opts local.Options) error {
 	if err := checkSnapshotRestore(ctx, b, opts, orig); err != nil {
 		return err
 	}
+	if err := checkSnapshotConfined(ctx, b, orig); err != nil {
+		return err
+	}
 	if err := checkSnapshotBusy(ctx, b, orig); err != nil {
 		return err
 	}
@@ -199,6 +202,48 @@ func checkSnapshotRestore(ctx context.Context, b *local.Backend, opts local.Opti
 	}
 	if got, err := snapRun(ctx, orig, stateCmd+`; ls "$HOME"`); err != nil || !strings.HasPrefix(got, before) || strings.Contains(got, "extra") {
 		return fmt.Errorf("after restore: %q, %v; want %q and no $HOME/extra", got, err, before)
+	}
+	return nil
+}
+
+// checkSnapshotConfined: the copy runs as the sandbox does, so a symlink
+// the sandbox planted where a restore writes leads into the sandbox's
+// own tree, never the host's: a cache directory replaced by a link to
+// /tmp gets the entry in the sandbox's /tmp, and the host's /tmp stays
+// as it was.
+func checkSnapshotConfined(ctx context.Context, b *local.Backend, orig goruntime.Sandbox) error {
+	snap, err := b.Snapshot(ctx, snapOwner, orig, goruntime.SnapshotSpec{TTL: time.Hour})
+	if err != nil {
+		return err
+	}
+	defer b.DeleteSnapshot(ctx, snapOwner, snap.ID)
+	entry, err := snapRun(ctx, orig, `cd "$(go env GOCACHE)" && find . -type f -user "$(id -u)" | head -1`)
+	if err != nil {
+		return err
+	}
+	dir, name, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(entry), "./"), "/")
+	if !ok || name == "" {
+		return fmt.Errorf("no cache entry of the sandbox's own: %q", entry)
+	}
+	if out, err := snapRun(ctx, orig, fmt.Sprintf(`cd "$(go env GOCACHE)" && { rm -rf %s 2>&1 || exit 0; } && ln -s /tmp %s && echo planted`, dir, dir)); err != nil {
+		return err
+	} else if !strings.Contains(out, "planted") {
+		// A memory disk's overlay, in a user namespace, cannot hide a
+		// seed directory (no whiteouts there: EIO): nothing to plant.
+		if !strings.Contains(out, "Input/output error") || os.Geteuid() == 0 {
+			return fmt.Errorf("replace the cache directory %s: %s", dir, out)
+		}
+		return nil
+	}
+	if err := b.Restore(ctx, snapOwner, orig, snap.ID); err != nil {
+		return fmt.Errorf("restore over a planted link: %v", err)
+	}
+	if _, err := os.Lstat("/tmp/" + name); err == nil {
+		os.Remove("/tmp/" + name)
+		return fmt.Errorf("a restore wrote the cache entry %s into the host's /tmp through the sandbox's link", name)
+	}
+	if _, err := snapRun(ctx, orig, fmt.Sprintf(`test -f /tmp/%s && cd "$(go env GOCACHE)" && rm %s && mkdir %s`, name, dir, dir)); err != nil {
+		return fmt.Errorf("the entry is not in the sandbox's own /tmp: %v", err)
 	}
 	return nil
 }
