@@ -151,6 +151,7 @@ type side struct {
 	log              io.Writer
 	pooled, unpooled *local.Backend
 	warmSession      *goruntime.Session
+	opts             local.Options // the pooled backend's
 }
 
 func (s *side) setup(ctx context.Context, c sideSetup) (*sideHello, error) {
@@ -167,6 +168,7 @@ func (s *side) setup(ctx context.Context, c sideSetup) (*sideHello, error) {
 	if c.Rootless {
 		opts.Relax.DiskQuota = relaxIfUnavailable(h.Protections, local.ProtDiskQuota)
 	}
+	s.opts = opts
 	var err error
 	if s.pooled, err = r.newLocal(ctx, opts); err != nil {
 		return nil, err

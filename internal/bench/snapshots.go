@@ -28,7 +28,7 @@ const snapshotOwner = "bench"
 // user's, each row once per side; otherwise in this process, as its user.
 func (r *runner) snapshotsSection(ctx context.Context) error {
 	if os.Geteuid() != 0 {
-		b, err := r.newLocal(ctx, local.Options{})
+		b, err := r.newLocal(ctx, snapshotOptions(local.Options{}))
 		if err != nil {
 			return err
 		}
@@ -54,14 +54,28 @@ func (r *runner) snapshotsSection(ctx context.Context) error {
 	})
 }
 
-// snapshots measures the snapshots section's figures with the side's
-// pooled backend.
+// snapshotOptions are the options of the section's backends: sandboxes
+// of 256 MiB of memory and a 256 MiB disk, so that a user's memory budget
+// (half the host's memory by default) holds the original, 10 forks and
+// the warm pool at once.
+func snapshotOptions(o local.Options) local.Options {
+	o.MemoryBytes, o.DiskBytes = 256<<20, 256<<20
+	return o
+}
+
+// snapshots measures the snapshots section's figures in the side, with a
+// backend of its own (snapshotOptions).
 func (s *side) snapshots(ctx context.Context, rounds int) ([]Row, error) {
 	if s.pooled == nil {
 		return nil, errors.New("snapshots before setup")
 	}
-	r := &runner{cfg: Config{Rounds: rounds, Log: s.log}, report: &Report{}}
-	err := r.snapshotFigures(ctx, s.pooled)
+	r := &runner{cfg: Config{Rounds: rounds, StateDir: s.opts.StateDir, Log: s.log}, report: &Report{}, bins: map[string]string{"sandbox-server": s.opts.ServerPath}}
+	b, err := r.newLocal(ctx, snapshotOptions(s.opts))
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close(context.WithoutCancel(ctx))
+	err = r.snapshotFigures(ctx, b)
 	return r.report.Rows, err
 }
 
