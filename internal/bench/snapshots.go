@@ -55,11 +55,11 @@ func (r *runner) snapshotsSection(ctx context.Context) error {
 }
 
 // snapshotOptions are the options of the section's backends: sandboxes
-// of 256 MiB of memory and a 256 MiB disk, so that a user's memory budget
+// of 256 MiB of memory and a 256 MiB disk (65536 inodes), so that a user's memory budget
 // (half the host's memory by default) holds the original, 10 forks and
 // the warm pool at once.
 func snapshotOptions(o local.Options) local.Options {
-	o.MemoryBytes, o.DiskBytes = 256<<20, 256<<20
+	o.MemoryBytes, o.DiskBytes, o.DiskInodes = 256<<20, 256<<20, 65536
 	return o
 }
 

@@ -65,19 +65,19 @@ var (
 
 // take writes s's files, as one tar, to w. Which files of the build
 // cache are the sandbox's own is read from the host, in the overlay's
-// upper directory (names only: disk.CacheAdded), when s has a disk:
-// telling them apart in the sandbox's view means a stat of every seed
-// entry (10x the time of the copy here). Without a disk, tar's shell
-// finds the files its uid owns.
+// upper directory (names only: disk.CacheAdded), when s has a disk and
+// this process can read it: telling them apart in the sandbox's view
+// means a stat of every seed entry (10x the time of the copy here).
+// Otherwise tar's shell finds the files its uid owns.
 func (s *Sandbox) take(ctx context.Context, w io.Writer) error {
 	if s.meta.Disk == nil {
 		return s.asSandbox(ctx, nil, w, takeScript)
 	}
 	added, ok, err := s.meta.Disk.Through(s.l.view).CacheAdded()
-	if err != nil {
-		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
-	}
-	if !ok {
+	if err != nil || !ok {
+		// Not readable from here (a user's sandbox whose disk only its
+		// own ids reach): the sandbox's shell finds them.
+		s.b.opts.Logger.DebugContext(ctx, "local sandbox snapshot: cache additions found in the sandbox", "id", s.meta.ID, "err", err)
 		return s.asSandbox(ctx, nil, w, takeScript)
 	}
 	var list bytes.Buffer
