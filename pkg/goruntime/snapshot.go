@@ -32,8 +32,8 @@ import (
 // (NewHandleID's shape).
 //
 // The operations name sandboxes by value, so a backend can move the files
-// any way its sandboxes allow: the local backend copies them in its
-// sandboxes' mount namespaces; a backend whose sandboxes are pods can
+// any way its sandboxes allow: the local backend copies them with tar run
+// as the sandboxes' own processes run; a backend whose sandboxes are pods can
 // stream them out of the pod and back in as one tar through the runtime
 // server, keeping the same contract.
 type SnapshotBackend interface {
