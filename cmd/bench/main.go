@@ -9,7 +9,9 @@
 // (as root), the local backend run by another user against the same as
 // root; with --sections=scale, hundreds of live local sandboxes at once
 // (memory each, open, warm go run, teardown, open+close a second, and
-// nothing left on the host after). `make bench` runs it;
+// nothing left on the host after); with --sections=snapshots, the local
+// backend's snapshots, forks and rollback (as root: as root and as a user).
+// `make bench` runs it;
 // docs/benchmarks.md shows the last table and how to read it.
 package main
 

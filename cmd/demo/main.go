@@ -53,6 +53,7 @@ not be had (the message names which); 2 for bad flags or arguments.
 Examples:
   demo                                   # both flows, local bubblewrap sandbox
   demo --flow=multi --live               # one flow, output as it happens
+  demo --flow=fork                       # snapshot, fork three ways, three fixes side by side
   demo --keep                            # leave the sandbox running, print its ID
   demo --claim=ID --flow=smoke           # reuse a sandbox left by --keep
   demo --backend=agent-sandbox --warm-pool-name=go-runtime-pool --api-url=http://ROUTER:8080
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var (
-		flow    = fs.String("flow", demo.FlowAll, "which flow to run: all, smoke or multi")
+		flow    = fs.String("flow", demo.FlowAll, "which flow to run: all, smoke, multi or fork (build once, snapshot, fork three sandboxes that each try a fix, results side by side)")
 		claim   = fs.String("claim", "", "attach to this running sandbox (an ID printed by --keep) instead of opening a new one")
 		keep    = fs.Bool("keep", false, "leave the sandbox running at the end (disconnect instead of delete) and print its ID")
 		live    = fs.Bool("live", false, "print each command's output as it is produced")
@@ -137,6 +138,13 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 			err = errors.Join(err, fmt.Errorf("stage delete: %w", cerr))
 		}
 	}()
+	if flow == demo.FlowFork {
+		sb, ok := backend.(goruntime.SnapshotBackend)
+		if !ok {
+			return fmt.Errorf("stage fork: the %s backend has no snapshots (the local backend has)", backend.Name())
+		}
+		return demo.RunFork(ctx, sb, sess, opts)
+	}
 	return demo.Run(ctx, sess, flow, opts)
 }
 

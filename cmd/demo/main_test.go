@@ -61,6 +61,31 @@ func TestDemoBothFlowsLocal(t *testing.T) {
 	}
 }
 
+// --flow=fork: one failing test, a snapshot, three forks each trying a
+// fix, the three results side by side; the original keeps failing.
+func TestDemoForkFlowLocal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
+	}
+	bin := buildDemo(t)
+	// A fresh state directory has no seed build cache yet: the first go
+	// test compiles the standard library it needs, minutes on a busy machine.
+	cmd := exec.Command(bin, append([]string{"--state-dir", localtest.StateDir(t), "--flow=fork", "--step-timeout=10m"}, localtest.Flags(t)...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("demo --flow=fork: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"test_failed in", "-- snapshot ", "-- forked 3 ways in",
+		"negate when negative  ok", "always negate         test_failed", "use math.Abs          build_failed",
+		"still fails its test", "==> fork flow complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo --flow=fork output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestDemoKeepThenClaim(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")

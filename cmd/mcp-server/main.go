@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	)
 	bf := backendflag.Register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http), each in this session's own sandbox or, given sandbox_id, in a sandbox of the caller's made by create_sandbox (listed by list_sandboxes, ended by delete_sandbox or after its idle TTL). --http --stateless serves without sessions (MCP 2026-07-28), so replicas can share the load.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: mcp-server [flags]\n\nServes the MCP tools run_go_code, check_go_code, read_file, list_files and reset_sandbox over stdio (default) or Streamable HTTP (--http), each in this session's own sandbox or, given sandbox_id, in a sandbox of the caller's made by create_sandbox (listed by list_sandboxes, ended by delete_sandbox or after its idle TTL). snapshot_sandbox saves a sandbox's files, fork_sandbox copies a sandbox N ways, restore_sandbox rolls one back, create_sandbox from_snapshot starts one from a snapshot (list_snapshots, delete_snapshot). --http --stateless serves without sessions (MCP 2026-07-28), so replicas can share the load.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := cliflags.ParseFlagsOnly(fs, args); !ok {

@@ -38,10 +38,13 @@ const (
 	// built mcp-server over HTTP and checks nothing is left after
 	// (mcpload.go); minutes, not in the default run.
 	SectionMCPLoad = "mcp-load"
+	// SectionSnapshots times the local backend's snapshots, forks and
+	// rollback (snapshots.go); a minute or more, not in the default run.
+	SectionSnapshots = "snapshots"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionSnapshots}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare}
@@ -224,14 +227,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	sections := map[string]func(context.Context) error{
-		SectionServer:   r.serverSection,
-		SectionLocal:    r.localSection,
-		SectionMCP:      r.mcpSection,
-		SectionCPUShare: r.cpuShareSection,
-		SectionRootless: r.rootlessSection,
-		SectionScale:    r.scaleSection,
-		SectionBatch:    r.batchSection,
-		SectionMCPLoad:  r.mcpLoadSection,
+		SectionServer:    r.serverSection,
+		SectionLocal:     r.localSection,
+		SectionMCP:       r.mcpSection,
+		SectionCPUShare:  r.cpuShareSection,
+		SectionRootless:  r.rootlessSection,
+		SectionScale:     r.scaleSection,
+		SectionBatch:     r.batchSection,
+		SectionMCPLoad:   r.mcpLoadSection,
+		SectionSnapshots: r.snapshotsSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {

@@ -36,15 +36,26 @@ const rootlessTarget = "<= 1.1"
 // rootlessSection measures the rootless section; without root, or when
 // the cgroups cannot be delegated, it is skipped with a note.
 func (r *runner) rootlessSection(ctx context.Context) error {
+	return r.withSides(ctx, "rootless", rootlessCommands, func(root, rootless *sideProc) error {
+		return r.rootlessFigures(root, rootless)
+	})
+}
+
+// withSides starts the two sides, as root and as Config.RootlessUID (with
+// its cgroups delegated for the run), sets them up running commands in
+// their warm sessions, reports their protections, and runs fn with them;
+// without root, or when the cgroups cannot be delegated, it notes that
+// section is skipped and returns nil.
+func (r *runner) withSides(ctx context.Context, section string, commands []string, fn func(root, rootless *sideProc) error) error {
 	uid := r.cfg.RootlessUID
 	if os.Geteuid() != 0 {
-		r.note("rootless section skipped: it needs root, to give uid %d a cgroup (local.DelegateCgroups) and run a backend as that uid beside one as root; run it as root: go run ./cmd/bench --sections=rootless", uid)
+		r.note("%s section skipped: it needs root, to give uid %d a cgroup (local.DelegateCgroups) and run a backend as that uid beside one as root; run it as root: go run ./cmd/bench --sections=%s", section, uid, section)
 		return nil
 	}
 	groups, err := local.DelegateCgroups(uid, uid)
 	defer r.removeGroups(groups)
 	if err != nil {
-		r.note("rootless section skipped: delegating cgroups to uid %d failed: %v", uid, err)
+		r.note("%s section skipped: delegating cgroups to uid %d failed: %v", section, uid, err)
 		return nil
 	}
 	bin, err := r.sideBinary()
@@ -55,7 +66,7 @@ func (r *runner) rootlessSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.logf("rootless: the backend as root and as uid %d (HOME %s, cgroups %s)", uid, home, strings.Join(groups, ", "))
+	r.logf("%s: the backend as root and as uid %d (HOME %s, cgroups %s)", section, uid, home, strings.Join(groups, ", "))
 
 	root, err := startSide(ctx, "root", bin, "", os.Environ(), nil, r.cfg.Log)
 	if err != nil {
@@ -73,8 +84,8 @@ func (r *runner) rootlessSection(ctx context.Context) error {
 	defer r.stopSide(rootless)
 
 	hellos, err := setupSides(
-		sideCall{root, sideSetup{ServerPath: r.bins["sandbox-server"], StateDir: r.cfg.StateDir, Commands: rootlessCommands}},
-		sideCall{rootless, sideSetup{ServerPath: r.bins["sandbox-server"], StateDir: state, Rootless: true, Commands: rootlessCommands}})
+		sideCall{root, sideSetup{ServerPath: r.bins["sandbox-server"], StateDir: r.cfg.StateDir, Commands: commands}},
+		sideCall{rootless, sideSetup{ServerPath: r.bins["sandbox-server"], StateDir: state, Rootless: true, Commands: commands}})
 	if err != nil {
 		return err
 	}
@@ -84,8 +95,8 @@ func (r *runner) rootlessSection(ctx context.Context) error {
 	if h := hellos[1]; h.UID != uid || h.EUID != uid {
 		return fmt.Errorf("the rootless side runs as uid %d (effective %d), not %d", h.UID, h.EUID, uid)
 	}
-	r.protectionFigures(hellos[0], hellos[1], uid)
-	return r.rootlessFigures(root, rootless)
+	r.protectionFigures(section, hellos[0], hellos[1], uid)
+	return fn(root, rootless)
 }
 
 // rootlessFigures times Open with and without the warm pool, and each of
@@ -146,8 +157,8 @@ func (r *runner) addRootless(figure string, ours, root time.Duration, target str
 // protectionFigures puts the protections each side's sandboxes ran under
 // in the table (a count and what was not in force) and in notes (every
 // one by name, and why those not in force were not).
-func (r *runner) protectionFigures(root, rootless *sideHello, uid int) {
-	r.add(Row{Section: SectionRootless, Figure: "protections in force", Ours: protectionsText(rootless.Protections),
+func (r *runner) protectionFigures(section string, root, rootless *sideHello, uid int) {
+	r.add(Row{Section: section, Figure: "protections in force", Ours: protectionsText(rootless.Protections),
 		Baseline: "as root: " + protectionsText(root.Protections)})
 	for _, side := range []struct {
 		name string

@@ -85,6 +85,10 @@ func (f *fakeSide) warm(_ context.Context, c string, code int) (time.Duration, e
 	f.calls = append(f.calls, fmt.Sprint("warm ", c, " ", code))
 	return 2 * time.Second, nil
 }
+func (f *fakeSide) snapshots(context.Context, int) ([]Row, error) {
+	f.calls = append(f.calls, "snapshots")
+	return nil, nil
+}
 func (f *fakeSide) close(context.Context) error { f.closed = true; return nil }
 
 func TestServeSide(t *testing.T) {

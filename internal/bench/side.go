@@ -34,6 +34,9 @@ const (
 	opOpen   = "open"   // time Open, with the warm pool or without
 	opFirst  = "first"  // time Command as the first of a fresh session
 	opWarm   = "warm"   // time Command in the warm session
+	// opSnapshots measures the snapshots section's figures in the side
+	// (snapshots.go); replies with its rows.
+	opSnapshots = "snapshots"
 )
 
 type sideRequest struct {
@@ -42,6 +45,7 @@ type sideRequest struct {
 	Pool    bool       `json:"pool,omitempty"`    // open: claim from the warm pool
 	Command string     `json:"command,omitempty"` // first, warm
 	Code    int        `json:"code,omitempty"`    // first, warm: smallModule's round, new code every time
+	Rounds  int        `json:"rounds,omitempty"`  // snapshots
 }
 
 // sideSetup is what a side's backends run with.
@@ -59,6 +63,7 @@ type sideReply struct {
 	Err   string        `json:"err,omitempty"`
 	Took  time.Duration `json:"took,omitempty"`
 	Hello *sideHello    `json:"hello,omitempty"`
+	Rows  []Row         `json:"rows,omitempty"` // snapshots
 }
 
 // sideHello is a side's answer to setup: who it runs as and what its
@@ -76,6 +81,7 @@ type sideOps interface {
 	open(ctx context.Context, pool bool) (time.Duration, error)
 	first(ctx context.Context, command string, code int) (time.Duration, error)
 	warm(ctx context.Context, command string, code int) (time.Duration, error)
+	snapshots(ctx context.Context, rounds int) ([]Row, error)
 	close(ctx context.Context) error
 }
 
@@ -129,6 +135,8 @@ func serveSide(ctx context.Context, in io.Reader, out io.Writer, ops sideOps) in
 			rep.Took, err = ops.first(ctx, req.Command, req.Code)
 		case opWarm:
 			rep.Took, err = ops.warm(ctx, req.Command, req.Code)
+		case opSnapshots:
+			rep.Rows, err = ops.snapshots(ctx, req.Rounds)
 		default:
 			err = fmt.Errorf("unknown request %q", req.Op)
 		}
@@ -147,6 +155,7 @@ type side struct {
 	log              io.Writer
 	pooled, unpooled *local.Backend
 	warmSession      *goruntime.Session
+	opts             local.Options // the pooled backend's
 }
 
 func (s *side) setup(ctx context.Context, c sideSetup) (*sideHello, error) {
@@ -163,6 +172,7 @@ func (s *side) setup(ctx context.Context, c sideSetup) (*sideHello, error) {
 	if c.Rootless {
 		opts.Relax.DiskQuota = relaxIfUnavailable(h.Protections, local.ProtDiskQuota)
 	}
+	s.opts = opts
 	var err error
 	if s.pooled, err = r.newLocal(ctx, opts); err != nil {
 		return nil, err

@@ -54,10 +54,12 @@ type HandleBackend interface {
 	DeleteHandle(ctx context.Context, owner, id string) error
 }
 
-// HandleSpec says how CreateHandle makes a handle. Room is left for
-// what a later handle may start from (a snapshot, a fork of a warm
-// workspace): a field naming the source, defaulting to an empty sandbox.
+// HandleSpec says how CreateHandle makes a handle.
 type HandleSpec struct {
+	// FromSnapshot, when set, names a snapshot of the same owner the
+	// handle's sandbox starts from (SnapshotBackend); empty: an empty
+	// sandbox. A backend without snapshots refuses it.
+	FromSnapshot string
 	// Labels are the caller's own key/value pairs, kept with the handle
 	// and listed with it (CheckLabels says which are allowed).
 	Labels map[string]string
@@ -173,6 +175,9 @@ func labelSyntax(s string) bool {
 func (spec HandleSpec) Validate() error {
 	if spec.TTL < MinHandleTTL {
 		return fmt.Errorf("handle TTL %s: at least %s", spec.TTL, MinHandleTTL)
+	}
+	if spec.FromSnapshot != "" && !ValidHandleID(spec.FromSnapshot) {
+		return SnapshotNotFound(spec.FromSnapshot)
 	}
 	return CheckLabels(spec.Labels)
 }

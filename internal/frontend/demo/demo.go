@@ -103,10 +103,10 @@ func flows() []flow {
 // CheckFlow reports whether which names a flow Run accepts.
 func CheckFlow(which string) error {
 	switch which {
-	case FlowAll, FlowSmoke, FlowMulti:
+	case FlowAll, FlowSmoke, FlowMulti, FlowFork:
 		return nil
 	}
-	return fmt.Errorf("unknown flow %q: want all, smoke or multi", which)
+	return fmt.Errorf("unknown flow %q: want all, smoke, multi or fork", which)
 }
 
 // Run runs the named flow ("all", "smoke" or "multi") in one session and
@@ -115,6 +115,9 @@ func CheckFlow(which string) error {
 func Run(ctx context.Context, ex Executor, which string, opts Options) error {
 	if err := CheckFlow(which); err != nil {
 		return err
+	}
+	if which == FlowFork {
+		return fmt.Errorf("the fork flow needs a backend with snapshots: RunFork")
 	}
 	if opts.StepTimeout == 0 {
 		opts.StepTimeout = 2 * time.Minute

@@ -91,7 +91,7 @@ func (s *Server) handleTTL(seconds float64) (time.Duration, error) {
 
 // create makes a handle of the caller's principal and returns it and its
 // sandbox, attached (the caller releases it).
-func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.Duration, labels map[string]string) (goruntime.Handle, goruntime.Sandbox, error) {
+func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, spec goruntime.HandleSpec) (goruntime.Handle, goruntime.Sandbox, error) {
 	hb, err := s.handles()
 	if err != nil {
 		return goruntime.Handle{}, nil, err
@@ -107,12 +107,12 @@ func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.
 	octx, cancel := context.WithTimeout(ctx, s.cfg.OpenTimeout)
 	defer cancel()
 	start := time.Now()
-	h, sb, err := hb.CreateHandle(octx, owner, goruntime.HandleSpec{TTL: ttl, Labels: labels})
+	h, sb, err := hb.CreateHandle(octx, owner, spec)
 	s.metrics.opened(time.Since(start), err)
 	if err != nil {
-		return goruntime.Handle{}, nil, describeHandle(err)
+		return goruntime.Handle{}, nil, describeSnapshot(describeHandle(err))
 	}
-	s.log.Info("sandbox handle created", "sandbox_id", h.ID, "principal", owner, "ttl", ttl)
+	s.log.Info("sandbox handle created", "sandbox_id", h.ID, "principal", owner, "ttl", spec.TTL, "from_snapshot", spec.FromSnapshot)
 	return h, sb, nil
 }
 
@@ -121,7 +121,7 @@ func (s *Server) create(ctx context.Context, req *mcp.CallToolRequest, ttl time.
 // is deleted (dropUnnamed).
 func (s *Server) createForCall(ctx context.Context, req *mcp.CallToolRequest, fn func(*goruntime.Session, time.Duration) error) (used, error) {
 	ttl := min(defaultHandleTTL, s.cfg.MaxTTL)
-	h, sb, err := s.create(ctx, req, ttl, map[string]string{"created-by": req.Params.Name})
+	h, sb, err := s.create(ctx, req, goruntime.HandleSpec{TTL: ttl, Labels: map[string]string{"created-by": req.Params.Name}})
 	if err != nil {
 		return used{}, err
 	}
@@ -163,6 +163,8 @@ func createdNote(u used) string {
 type CreateInput struct {
 	TTLSeconds float64           `json:"ttl_seconds,omitempty" jsonschema:"end the sandbox after this many seconds without a call using it (at least 1); 0 or absent: the default"`
 	Labels     map[string]string `json:"labels,omitempty" jsonschema:"your own key/value labels, listed by list_sandboxes (at most 16; keys and values up to 63 of a-z A-Z 0-9 - _ .)"`
+	// FromSnapshot starts the sandbox from a snapshot (snapshot_tool.go).
+	FromSnapshot string `json:"from_snapshot,omitempty" jsonschema:"start with the files of this snapshot of yours (from snapshot_sandbox): /app, the Go module and build caches; absent: an empty sandbox"`
 }
 
 // SandboxInfo describes one of the caller's sandboxes.
@@ -210,7 +212,12 @@ func (s *Server) createSandbox(ctx context.Context, req *mcp.CallToolRequest, in
 	if err := goruntime.CheckLabels(in.Labels); err != nil {
 		return nil, SandboxInfo{}, err
 	}
-	h, sb, err := s.create(ctx, req, ttl, in.Labels)
+	if in.FromSnapshot != "" {
+		if _, err := s.snapshots(); err != nil {
+			return nil, SandboxInfo{}, err
+		}
+	}
+	h, sb, err := s.create(ctx, req, goruntime.HandleSpec{TTL: ttl, Labels: in.Labels, FromSnapshot: in.FromSnapshot})
 	if err != nil {
 		return nil, SandboxInfo{}, err
 	}
@@ -270,7 +277,7 @@ func (s *Server) addHandleTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:  "create_sandbox",
 		Title: "Create a sandbox",
-		Description: fmt.Sprintf("Create a sandbox of your own that outlives this connection and returns its sandbox_id; pass sandbox_id to the other tools to work in it. It keeps its files and Go build cache until delete_sandbox, or until ttl_seconds (default %g, at most %g) pass without a call using it.",
+		Description: fmt.Sprintf("Create a sandbox of your own that outlives this connection and returns its sandbox_id; pass sandbox_id to the other tools to work in it. It keeps its files and Go build cache until delete_sandbox, or until ttl_seconds (default %g, at most %g) pass without a call using it. from_snapshot starts it with a snapshot's files (snapshot_sandbox).",
 			min(defaultHandleTTL, s.cfg.MaxTTL).Seconds(), s.cfg.MaxTTL.Seconds()),
 		Annotations: &mcp.ToolAnnotations{Title: "Create a sandbox", OpenWorldHint: ptr(false)},
 	}, s.createSandbox)

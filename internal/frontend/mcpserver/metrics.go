@@ -127,7 +127,8 @@ func (s *Server) MetricsHandler() http.Handler {
 func knownTool(name string) bool {
 	switch name {
 	case "run_go_code", "check_go_code", "read_file", "list_files", "reset_sandbox",
-		"create_sandbox", "delete_sandbox", "list_sandboxes":
+		"create_sandbox", "delete_sandbox", "list_sandboxes",
+		"snapshot_sandbox", "fork_sandbox", "restore_sandbox", "list_snapshots", "delete_snapshot":
 		return true
 	}
 	return false

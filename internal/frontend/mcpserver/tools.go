@@ -88,6 +88,7 @@ func (s *Server) addTools() {
 
 	s.addGoAwareTools()
 	s.addHandleTools()
+	s.addSnapshotTools()
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%gs", d.Seconds()) }

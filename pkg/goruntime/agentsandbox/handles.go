@@ -61,6 +61,9 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 	if err := spec.Validate(); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle: %w", err)
 	}
+	if spec.FromSnapshot != "" {
+		return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle from snapshot %s: %w", spec.FromSnapshot, errors.ErrUnsupported)
+	}
 	if err := b.preflight(ctx); err != nil {
 		return goruntime.Handle{}, nil, err
 	}

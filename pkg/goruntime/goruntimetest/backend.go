@@ -22,6 +22,8 @@ type Backend struct {
 	// handles.go
 	handles map[string]*handle
 	clock   func() time.Time
+	// snapshots.go
+	snapshots map[string]*snapshot
 }
 
 var _ goruntime.Backend = (*Backend)(nil)

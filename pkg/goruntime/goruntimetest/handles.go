@@ -66,7 +66,13 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 	if err := spec.Validate(); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("create fake handle: %w", err)
 	}
-	sb, err := b.Open(ctx)
+	var sb goruntime.Sandbox
+	var err error
+	if spec.FromSnapshot != "" {
+		sb, err = b.OpenSnapshot(ctx, owner, spec.FromSnapshot)
+	} else {
+		sb, err = b.Open(ctx)
+	}
 	if err != nil {
 		return goruntime.Handle{}, nil, err
 	}

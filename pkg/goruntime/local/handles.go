@@ -66,12 +66,36 @@ func (b *Backend) ownerDir(owner string) string {
 // CreateHandle starts a sandbox for a new handle of owner. The sandbox is
 // started, not claimed from the warm pool: its server needs the handle's
 // TTL as --idle-exit.
+// With spec.FromSnapshot, the sandbox starts with that snapshot's files
+// (an error wrapping goruntime.ErrSnapshotNotFound when owner has none of
+// that ID).
 func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime.HandleSpec) (_ goruntime.Handle, _ goruntime.Sandbox, err error) {
 	if err := goruntime.CheckOwner(owner); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: %w", err)
 	}
 	if err := spec.Validate(); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: %w", err)
+	}
+	files := ""
+	if spec.FromSnapshot != "" {
+		m, err := b.openSnapshot(owner, spec.FromSnapshot)
+		if err != nil {
+			return goruntime.Handle{}, nil, err
+		}
+		files = b.snapshots().Files(m)
+	}
+	return b.createHandle(ctx, owner, spec, files)
+}
+
+// createHandle is CreateHandle, whose sandbox starts with the files of
+// the tar at files, when set (snapshot.go).
+func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime.HandleSpec, files string) (_ goruntime.Handle, _ goruntime.Sandbox, err error) {
+	var tarball *os.File
+	if files != "" {
+		if tarball, err = os.Open(files); err != nil {
+			return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: read snapshot: %w", err)
+		}
+		defer tarball.Close()
 	}
 	b.reapHandles(ctx)
 	s, err := b.open(ctx, false, spec.TTL)
@@ -83,6 +107,11 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 			_ = s.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if tarball != nil {
+		if err := s.put(ctx, tarball, false); err != nil {
+			return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: %w", err)
+		}
+	}
 	rec := handleRecord{ID: goruntime.NewHandleID(), Owner: owner, Labels: maps.Clone(spec.Labels), TTL: spec.TTL,
 		Created: time.Now().UTC(), Sandbox: s.meta.ID}
 	dir := b.ownerDir(owner)

@@ -199,6 +199,8 @@ func runHelper(mode string) int {
 		return cpuWeightHelper(ctx, opts)
 	case "seedless":
 		return seedlessHelper(ctx, opts)
+	case "snapshots":
+		return snapshotsHelper(ctx, opts)
 	}
 	b, err := local.New(opts)
 	if err != nil {

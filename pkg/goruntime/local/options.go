@@ -168,6 +168,12 @@ type Options struct {
 	// root, whose sandboxes' disks are ext4 images.
 	MemoryBudgetBytes int64
 
+	// SnapshotBytes caps what all the snapshots of the state directory
+	// hold together, on the host's disk (StateDir/snapshots): a snapshot
+	// that would take them past it fails with an error wrapping
+	// goruntime.ErrSnapshotQuota. Default DefaultSnapshotBytes (4 GiB).
+	SnapshotBytes int64
+
 	// DiskInodes caps the files, directories and links a sandbox's
 	// writable storage holds (the ext4 image's inode count, rounded up
 	// to a whole block group; the tmpfs's nr_inodes). Default 200000, at
@@ -237,6 +243,8 @@ const (
 	// 4 GiB disk).
 	DefaultMemoryDiskBytes = 1 << 30
 	DefaultDiskInodes      = 200_000
+	// DefaultSnapshotBytes is SnapshotBytes's default.
+	DefaultSnapshotBytes = 4 << 30
 
 	// DefaultHostUIDBase and DefaultHostUIDCount: host uids
 	// 1950000000-1950004095, above the ranges /etc/subuid and systemd
@@ -373,6 +381,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DiskInodes <= 0 {
 		o.DiskInodes = DefaultDiskInodes
+	}
+	if o.SnapshotBytes <= 0 {
+		o.SnapshotBytes = DefaultSnapshotBytes
 	}
 	if o.HostUIDBase == 0 {
 		o.HostUIDBase = DefaultHostUIDBase

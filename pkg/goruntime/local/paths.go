@@ -12,6 +12,7 @@ import "path/filepath"
 //	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
 //	modproxy/         the module proxy's go commands' working directory (modules.go)
 //	handles/<owner>/  durable sandbox handles, one file each (handles.go)
+//	snapshots/        snapshots of sandboxes' files (internal/snapshot)
 //	users.lock        held (flock) by every backend of the directory (users.go)
 type stateDir string
 
@@ -23,6 +24,7 @@ func (d stateDir) trash() string            { return filepath.Join(string(d), "t
 func (d stateDir) disks() string            { return filepath.Join(string(d), "disks") }
 func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "modproxy") }
 func (d stateDir) handles() string          { return filepath.Join(string(d), "handles") }
+func (d stateDir) snapshots() string        { return filepath.Join(string(d), "snapshots") }
 func (d stateDir) usersLock() string        { return filepath.Join(string(d), "users.lock") }
 
 // layout is where one sandbox's directories live on the host.

@@ -3,7 +3,9 @@
 // devpts instance, which bubblewrap mounts (CapPtys). The sandbox cannot
 // change it: it has no capabilities, and the seccomp filter refuses
 // mount. (Its network namespace comes with its limits already in it: the
-// gate makes it, internal/gate.)
+// gate makes it, internal/gate.) It is also the backend's one way into a
+// sandbox's namespaces for other work: SandboxCommand (command.go) runs a
+// command as the sandbox's own processes run, for the snapshots' copies.
 package nslimits
 
 import (

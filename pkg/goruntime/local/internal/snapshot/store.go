@@ -1,0 +1,325 @@
+// Package snapshot keeps the local backend's snapshots of sandboxes'
+// files on the host, under the state directory:
+//
+//	<root>/<owner key>/<id>/meta.json   the record (Meta)
+//	<root>/<owner key>/<id>/files.tar   the files, as one tar
+//	<root>/tmp/                         snapshots being written, and forks' transient ones
+//	<root>/lock                         flock: held exclusively while the quota is counted
+//
+// The owner key is the first 128 bits of the owner's SHA-256 in hex, as
+// for handles: an ID is looked up only among its owner's own, so a
+// foreign ID is missing by construction. The store moves bytes and keeps
+// the rules (ownership, TTL, the total quota); what goes into the tar and
+// how it gets in and out of a sandbox is the backend's (local's
+// snapshot.go).
+package snapshot
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// ErrNotFound: the owner has no live snapshot of that ID.
+var ErrNotFound = errors.New("no such snapshot")
+
+// ErrQuota: the snapshots would hold more than the store's quota.
+var ErrQuota = errors.New("snapshot quota exceeded")
+
+// IDLen is the length of an ID: 32 hex digits, 128 random bits.
+const IDLen = 32
+
+// Meta is a snapshot's record.
+type Meta struct {
+	ID      string            `json:"id"`
+	Owner   string            `json:"owner"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Created time.Time         `json:"created"`
+	Expires time.Time         `json:"expires"`
+	Bytes   int64             `json:"bytes"`
+	Method  string            `json:"method"` // how the files were taken ("copy")
+	Source  string            `json:"source"` // the sandbox it was taken from
+}
+
+// Store is the snapshots under Root, holding at most Quota bytes
+// together (0: no snapshot fits).
+type Store struct {
+	Root  string
+	Quota int64
+}
+
+// NewID returns a new snapshot ID.
+func NewID() string {
+	var b [IDLen / 2]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether id has NewID's shape.
+func ValidID(id string) bool {
+	if len(id) != IDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s Store) ownerDir(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return filepath.Join(s.Root, hex.EncodeToString(sum[:16]))
+}
+
+func (s Store) dir(owner, id string) string { return filepath.Join(s.ownerDir(owner), id) }
+
+// Files is the path of the tar of a snapshot Open returned.
+func (s Store) Files(m Meta) string { return filepath.Join(s.dir(m.Owner, m.ID), "files.tar") }
+
+func (s Store) tmp() string { return filepath.Join(s.Root, "tmp") }
+
+// Temp is a tar being written: Create's before it is committed, or a
+// fork's that is never committed. Remove it when done with it.
+type Temp struct {
+	Dir  string
+	File *os.File
+	n    int64
+	max  int64
+}
+
+// Path is the tar's path.
+func (t *Temp) Path() string { return t.File.Name() }
+
+// Write writes p to the tar, failing with ErrQuota once it would pass
+// the quota on its own.
+func (t *Temp) Write(p []byte) (int, error) {
+	if t.n+int64(len(p)) > t.max {
+		return 0, fmt.Errorf("%w: the snapshot alone is over the quota of %d bytes", ErrQuota, t.max)
+	}
+	n, err := t.File.Write(p)
+	t.n += int64(n)
+	return n, err
+}
+
+// Size is how many bytes were written.
+func (t *Temp) Size() int64 { return t.n }
+
+// Remove deletes the tar.
+func (t *Temp) Remove() error {
+	t.File.Close()
+	return os.RemoveAll(t.Dir)
+}
+
+// NewTemp starts a tar, capped at the quota.
+func (s Store) NewTemp() (*Temp, error) {
+	if err := os.MkdirAll(s.tmp(), 0o700); err != nil {
+		return nil, fmt.Errorf("create snapshot directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(s.tmp(), "snap-")
+	if err != nil {
+		return nil, fmt.Errorf("create snapshot directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "files.tar"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("create snapshot file: %w", err)
+	}
+	return &Temp{Dir: dir, File: f, max: s.Quota}, nil
+}
+
+// Commit makes t owner's snapshot m (ID, Bytes and Owner are set here):
+// under the store's lock it removes expired snapshots and refuses with
+// ErrQuota when the live ones and t would hold more than the quota. t is
+// gone either way.
+func (s Store) Commit(t *Temp, m Meta) (Meta, error) {
+	defer t.Remove()
+	if err := t.File.Sync(); err != nil {
+		return Meta{}, fmt.Errorf("write snapshot: %w", err)
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return Meta{}, err
+	}
+	defer unlock()
+	now := time.Now()
+	used, err := s.prune(now)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.ID, m.Bytes = NewID(), t.n
+	if used+m.Bytes > s.Quota {
+		return Meta{}, fmt.Errorf("%w: the snapshots of this state directory hold %d bytes, this one needs %d more, and the quota is %d bytes: delete snapshots or wait for them to expire",
+			ErrQuota, used, m.Bytes, s.Quota)
+	}
+	if err := writeJSON(filepath.Join(t.Dir, "meta.json"), m); err != nil {
+		return Meta{}, fmt.Errorf("write snapshot record: %w", err)
+	}
+	if err := os.MkdirAll(s.ownerDir(m.Owner), 0o700); err != nil {
+		return Meta{}, fmt.Errorf("create snapshot directory: %w", err)
+	}
+	if err := os.Rename(t.Dir, s.dir(m.Owner, m.ID)); err != nil {
+		return Meta{}, fmt.Errorf("commit snapshot: %w", err)
+	}
+	return m, nil
+}
+
+// Open returns owner's live snapshot id. Any failure (malformed ID, no
+// such snapshot, another owner's, expired) is ErrNotFound.
+func (s Store) Open(owner, id string) (Meta, error) {
+	if !ValidID(id) {
+		return Meta{}, ErrNotFound
+	}
+	m, err := readMeta(filepath.Join(s.dir(owner, id), "meta.json"))
+	if err != nil || m.Owner != owner || m.ID != id || !time.Now().Before(m.Expires) {
+		return Meta{}, ErrNotFound
+	}
+	return m, nil
+}
+
+// List returns owner's live snapshots, in no order.
+func (s Store) List(owner string) ([]Meta, error) {
+	entries, err := os.ReadDir(s.ownerDir(owner))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	var out []Meta
+	for _, e := range entries {
+		if m, err := s.Open(owner, e.Name()); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Delete deletes owner's snapshot id (ErrNotFound if it has none).
+func (s Store) Delete(owner, id string) error {
+	if _, err := s.Open(owner, id); err != nil {
+		return err
+	}
+	return s.remove(s.dir(owner, id))
+}
+
+// remove deletes a snapshot's directory: its record first, so a half
+// removed one is never read as a snapshot.
+func (s Store) remove(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "meta.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete snapshot: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete snapshot: %w", err)
+	}
+	return nil
+}
+
+// Prune removes expired snapshots, and the temporary tars of writers that
+// died (older than tmpAge), and returns the bytes the live ones hold.
+func (s Store) Prune() (int64, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	return s.prune(time.Now())
+}
+
+// tmpAge is how old a temporary tar must be to be taken for a dead
+// writer's: far longer than any copy takes.
+const tmpAge = time.Hour
+
+func (s Store) prune(now time.Time) (int64, error) {
+	owners, err := os.ReadDir(s.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read snapshots: %w", err)
+	}
+	var used int64
+	for _, o := range owners {
+		if !o.IsDir() {
+			continue
+		}
+		odir := filepath.Join(s.Root, o.Name())
+		entries, _ := os.ReadDir(odir)
+		for _, e := range entries {
+			dir := filepath.Join(odir, e.Name())
+			if o.Name() == "tmp" {
+				if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > tmpAge {
+					_ = os.RemoveAll(dir)
+				}
+				continue
+			}
+			m, err := readMeta(filepath.Join(dir, "meta.json"))
+			if err != nil || !now.Before(m.Expires) {
+				_ = s.remove(dir)
+				continue
+			}
+			used += m.Bytes
+		}
+	}
+	return used, nil
+}
+
+func (s Store) lock() (func(), error) {
+	if err := os.MkdirAll(s.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("create snapshot directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.Root, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock snapshots: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock snapshots: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func readMeta(path string) (Meta, error) {
+	var m Meta
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, err
+	}
+	if !ValidID(m.ID) {
+		return m, errors.New("not a snapshot record")
+	}
+	return m, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// Copy copies the tar of m into w.
+func (s Store) Copy(m Meta, w io.Writer) error {
+	f, err := os.Open(s.Files(m))
+	if err != nil {
+		return fmt.Errorf("read snapshot %s: %w", m.ID, err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("read snapshot %s: %w", m.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package snapshot
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func commit(t *testing.T, s Store, owner string, data string, ttl time.Duration) (Meta, error) {
+	t.Helper()
+	tmp, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmp.Write([]byte(data)); err != nil {
+		tmp.Remove()
+		return Meta{}, err
+	}
+	now := time.Now()
+	return s.Commit(tmp, Meta{Owner: owner, Created: now, Expires: now.Add(ttl), Method: "copy"})
+}
+
+// A snapshot is found by its owner only; another owner's ID, a malformed
+// one and a deleted one are ErrNotFound alike.
+func TestOwnership(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 1 << 20}
+	m, err := commit(t, s, "alice", "files", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ValidID(m.ID) || m.Bytes != 5 {
+		t.Fatalf("commit: %+v", m)
+	}
+	if got, err := s.Open("alice", m.ID); err != nil || got.ID != m.ID {
+		t.Fatalf("owner's open: %+v, %v", got, err)
+	}
+	for _, tc := range []struct{ owner, id string }{{"bob", m.ID}, {"alice", NewID()}, {"alice", "../" + m.ID}, {"alice", strings.ToUpper(m.ID)}} {
+		if _, err := s.Open(tc.owner, tc.id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("open %q by %q: %v, want ErrNotFound", tc.id, tc.owner, err)
+		}
+	}
+	if err := s.Delete("bob", m.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob deletes alice's: %v", err)
+	}
+	if l, _ := s.List("bob"); len(l) != 0 {
+		t.Errorf("bob lists %+v", l)
+	}
+	if l, _ := s.List("alice"); len(l) != 1 {
+		t.Errorf("alice lists %+v", l)
+	}
+	if err := s.Delete("alice", m.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open("alice", m.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("open after delete: %v", err)
+	}
+}
+
+// Past the quota a commit fails with ErrQuota and leaves nothing; expired
+// snapshots free their room; a tar larger than the quota stops while it
+// is written.
+func TestQuotaAndTTL(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 10}
+	if _, err := commit(t, s, "alice", "123456", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, err := commit(t, s, "bob", "123456", time.Hour)
+	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "quota is 10 bytes") {
+		t.Fatalf("second commit past the quota: %v", err)
+	}
+	if _, err := commit(t, s, "alice", "12345678901", time.Hour); !errors.Is(err, ErrQuota) {
+		t.Fatalf("a tar over the quota on its own: %v", err)
+	}
+	if tmps, _ := os.ReadDir(filepath.Join(s.Root, "tmp")); len(tmps) != 0 {
+		t.Errorf("left in tmp: %v", tmps)
+	}
+	short, err := commit(t, s, "carol", "1234", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := s.Open("carol", short.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("open past the TTL: %v", err)
+	}
+	if used, err := s.Prune(); err != nil || used != 6 {
+		t.Errorf("prune: %d bytes held, %v; want 6", used, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.ownerDir("carol"), short.ID)); !os.IsNotExist(err) {
+		t.Errorf("an expired snapshot's files after prune: %v", err)
+	}
+}
