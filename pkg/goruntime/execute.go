@@ -83,6 +83,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	res := &Result{
 		ExitCode:        er.ExitCode,
 		Duration:        elapsed,
+		CPU:             er.CPU,
 		StdoutTruncated: er.StdoutTruncated,
 		StderrTruncated: er.StderrTruncated,
 		Outcome:         Classify(req.Command, er),
