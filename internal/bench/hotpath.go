@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -19,8 +20,9 @@ type hotpathSession struct {
 	name string // what its backend relaxes, for the figures
 	s    *goruntime.Session
 	// call and command are each timed call, whole (the client's clock) and
-	// the command alone (the runtime server's clock, Result.Duration).
-	call, command durations
+	// the command alone (the runtime server's clock, Result.Duration); cpu
+	// is the command's CPU time (the server's rusage, Result.CPU).
+	call, command, cpu durations
 }
 
 // run ships files and runs command in h's session, keeping both clocks.
@@ -36,7 +38,21 @@ func (h *hotpathSession) run(ctx context.Context, files []goruntime.File, comman
 	}
 	h.call = append(h.call, d)
 	h.command = append(h.command, res.Duration)
+	h.cpu = append(h.cpu, res.CPU)
 	return d, nil
+}
+
+// hostRunCPU is hostRun that also returns the command's CPU time (user
+// and system, its own and that of the processes it waited for).
+func hostRunCPU(ctx context.Context, dir, command string) (wall, cpu time.Duration, err error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = dir
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("host %q: %w: %s", command, err, out)
+	}
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // hotpathSection splits where a warm sandbox's time goes beyond the bare
@@ -46,7 +62,11 @@ func (h *hotpathSession) run(ctx context.Context, files []goruntime.File, comman
 // limit counters), the go command itself in the sandbox against the bare
 // host, and what the seccomp filter and the disk of its own (with a host
 // uid of its own) add, each from a sandbox with that protection relaxed
-// (Options.Relax) beside one with every protection. Then the fixed cost
+// (Options.Relax) beside one with every protection; each in wall time
+// and in CPU time (the runtime server's rusage of the command against
+// the host's of its own), which a busy machine sways far less: on a
+// shared machine the wall figures carry the CPU the sandboxes' cgroup
+// gets against everything else, the CPU figures the work done. Then the fixed cost
 // of a call: `true` through Sandbox.Exec against a bare exec, and the
 // small module's files shipped with it.
 func (r *runner) hotpathSection(ctx context.Context) error {
@@ -80,8 +100,9 @@ func (r *runner) hotpathSection(ctx context.Context) error {
 	code := 0
 	for _, c := range hotpathCommands {
 		steps := make([]func() (time.Duration, error), 0, len(hs)+1)
+		var hostCPU durations
 		for _, h := range hs {
-			h.call, h.command = nil, nil
+			h.call, h.command, h.cpu = nil, nil, nil
 			steps = append(steps, func() (time.Duration, error) {
 				code++
 				return h.run(ctx, files(smallModule(9000+code)), c)
@@ -92,7 +113,9 @@ func (r *runner) hotpathSection(ctx context.Context) error {
 			if err := writeModule(host, smallModule(9000+code)); err != nil {
 				return 0, err
 			}
-			return hostRun(ctx, host, c)
+			wall, cpu, err := hostRunCPU(ctx, host, c)
+			hostCPU = append(hostCPU, cpu)
+			return wall, err
 		})
 		s, err := alternated(r.cfg.Rounds, steps...)
 		if err != nil {
@@ -102,14 +125,20 @@ func (r *runner) hotpathSection(ctx context.Context) error {
 		full := hs[0]
 		// alternated keeps one sample per round for each step; the
 		// sessions' own lists hold the warm-up round's too.
-		call, command := full.call[1:], full.command[1:]
+		call, command, cpu := full.call[1:], full.command[1:], full.cpu[1:]
+		hostCPU = hostCPU[1:]
 		r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("warm `%s`: the call around the command (client's clock - server's), p50", c),
 			Ours: ms(added(call, command).p50()), Baseline: "the whole call: " + ms(call.p50()), Ratio: ratio(added(call, command).p50(), call.p50())})
 		r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("warm `%s`: the command in the sandbox (server's clock), p50", c),
 			Ours: ms(command.p50()), Baseline: "bare host: " + ms(bare.p50()), Ratio: ratio(command.p50(), bare.p50())})
+		r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("warm `%s`: the command's CPU time in the sandbox (server's rusage), p50", c),
+			Ours: ms(cpu.p50()), Baseline: "bare host: " + ms(hostCPU.p50()), Ratio: ratio(cpu.p50(), hostCPU.p50())})
 		for i, h := range hs[1:] {
 			r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("warm `%s`: every protection - %s, p50 per round", c, h.name),
 				Ours: ms(added(s[0], s[i+1]).p50()), Baseline: h.name + ": " + ms(s[i+1].p50()), Ratio: ratio(s[0].p50(), s[i+1].p50())})
+			hcpu := h.cpu[1:]
+			r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("warm `%s`: every protection - %s, CPU time, p50 per round", c, h.name),
+				Ours: ms(added(cpu, hcpu).p50()), Baseline: h.name + ": " + ms(hcpu.p50()), Ratio: ratio(cpu.p50(), hcpu.p50())})
 		}
 	}
 	return r.fixedCosts(ctx, hs[0].s)
