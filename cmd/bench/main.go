@@ -3,7 +3,8 @@
 // it ran on: the runtime server against a bare fork+exec, upstream
 // agent-sandbox's Python runtime and its sandboxd daemon; local sandbox
 // open, first and warm go runs and 8 sandboxes at once against the bare
-// host; an MCP call against a library call; the CPU a sandboxed CPU-bound
+// host; an MCP call against a library call; where a warm sandbox's go run
+// and go test spend time beyond the bare host's (hotpath); the CPU a sandboxed CPU-bound
 // program gets against the same program of the caller's on a busy
 // machine (cpu-share); with --sections=rootless
 // (as root), the local backend run by another user against the same as

@@ -19,6 +19,9 @@ const (
 	SectionServer = "server" // runtime server vs bare exec, Python runtime, sandboxd
 	SectionLocal  = "local"  // local backend: open, first/warm runs, 8 at once
 	SectionMCP    = "mcp"    // MCP call vs library call vs bare host
+	// SectionHotpath splits where a warm sandbox's go run and go test
+	// spend time beyond the bare host's (hotpath.go).
+	SectionHotpath = "hotpath"
 	// SectionCPUShare is a CPU-bound program in a sandbox against the
 	// same program of the caller's on a busy machine (cpushare.go).
 	SectionCPUShare = "cpu-share"
@@ -44,10 +47,10 @@ const (
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionSnapshots}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionHotpath, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionSnapshots}
 
 // DefaultSections are the sections a run measures unless told otherwise.
-var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare}
+var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionHotpath, SectionCPUShare}
 
 // DefaultRootlessUID is the uid the rootless section runs its backend as:
 // a uid with no account that nothing else uses (the tests run backends as
@@ -113,7 +116,7 @@ func Defaults() Config {
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, cpu-share, rootless, scale, batch, mcp-load (default server,local,mcp,cpu-share; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, hotpath, cpu-share, rootless, scale, batch, mcp-load, snapshots (default server,local,mcp,hotpath,cpu-share; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -230,6 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionServer:    r.serverSection,
 		SectionLocal:     r.localSection,
 		SectionMCP:       r.mcpSection,
+		SectionHotpath:   r.hotpathSection,
 		SectionCPUShare:  r.cpuShareSection,
 		SectionRootless:  r.rootlessSection,
 		SectionScale:     r.scaleSection,

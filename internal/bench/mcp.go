@@ -78,7 +78,7 @@ func (r *runner) mcpSection(ctx context.Context) error {
 	}
 	m, l, h := s[0].p50(), s[1].p50(), s[2].p50()
 	fig := "warm run_go_code hello world (`go run main.go`), p50"
-	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "bare host go run: " + ms(h), Ratio: ratio(m, h), Target: "<= 1.1"})
+	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "bare host go run: " + ms(h), Ratio: ratio(m, h), Target: "<= 1.05"})
 	r.add(Row{Section: "mcp", Figure: fig, Ours: ms(m), Baseline: "library Session.Execute: " + ms(l), Ratio: ratio(m, l)})
 	r.add(Row{Section: "mcp", Figure: "library Session.Execute hello world, p50", Ours: ms(l), Baseline: "bare host go run: " + ms(h), Ratio: ratio(l, h)})
 	return r.firstCallFigure(ctx)
@@ -131,7 +131,7 @@ func (r *runner) firstCallFigure(ctx context.Context) error {
 	}
 	f, h := s[0].p50(), s[1].p50()
 	r.add(Row{Section: "mcp", Figure: "first run_go_code of new code right after initialize (a fresh mcp-server), p50", Ours: ms(f),
-		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(f, h), Target: "<= 1.3"})
+		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(f, h), Target: "<= 1.2"})
 	return nil
 }
 

@@ -197,7 +197,7 @@ func (r *runner) serverSection(ctx context.Context) error {
 	}
 	bare, ours := samples[0].p50(), samples[1].p50()
 	r.add(Row{Section: "server", Figure: "/execute `true` round trip, p50", Ours: ms(ours),
-		Baseline: "bare exec.Command(sh -c true).Run(): " + ms(bare), Ratio: ratio(ours, bare), Target: "<= 1.5"})
+		Baseline: "bare exec.Command(sh -c true).Run(): " + ms(bare), Ratio: ratio(ours, bare), Target: "<= 1.3"})
 	if t.python != nil {
 		py := samples[2].p50()
 		r.add(Row{Section: "server", Figure: "/execute `true` round trip, p50", Ours: ms(ours),

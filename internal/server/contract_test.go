@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,18 @@ func TestExecuteResultFields(t *testing.T) {
 		}
 		if res.DurationMS <= 0 {
 			t.Fatalf("duration_ms %v, want > 0", res.DurationMS)
+		}
+	})
+	t.Run("cpu_ms extension", func(t *testing.T) {
+		// A busy loop in a subshell the command waits for counts; a
+		// command that sleeps costs next to nothing, however long it runs.
+		busy := ts.run(t, `(i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done); true`)
+		if busy.ExitCode != 0 || busy.CPUMS < 20 || busy.CPUMS > busy.DurationMS*float64(runtime.NumCPU())+50 {
+			t.Fatalf("busy loop: cpu_ms %v (duration_ms %v, exit %d), want at least 20 and at most what its wall time allows", busy.CPUMS, busy.DurationMS, busy.ExitCode)
+		}
+		idle := ts.run(t, "sleep 0.5")
+		if idle.ExitCode != 0 || idle.DurationMS < 500 || idle.CPUMS >= busy.CPUMS || idle.CPUMS > 100 {
+			t.Fatalf("sleep 0.5: cpu_ms %v (duration_ms %v), want far less than its wall time and the busy loop's %v", idle.CPUMS, idle.DurationMS, busy.CPUMS)
 		}
 	})
 	t.Run("env extension", func(t *testing.T) {

@@ -113,7 +113,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 	outPipe.finish(grace)
 	errPipe.finish(grace)
 
-	res := &wire.ExecuteResponse{DurationMS: float64(elapsed.Microseconds()) / 1000}
+	res := &wire.ExecuteResponse{DurationMS: float64(elapsed.Microseconds()) / 1000, CPUMS: cpuMS(cmd.ProcessState)}
 	var note string
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	cause := context.Cause(ctx)
@@ -145,6 +145,16 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 		res.Stderr += note + "\n"
 	}
 	return res, nil
+}
+
+// cpuMS is the user and system CPU time of a waited-for command and of the
+// descendants it waited for itself (wait4's rusage), in milliseconds; 0
+// when not known.
+func cpuMS(ps *os.ProcessState) float64 {
+	if ps == nil {
+		return 0
+	}
+	return float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000
 }
 
 // commandOOMScoreAdj is the oom_score_adj every command starts with: the

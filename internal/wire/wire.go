@@ -27,6 +27,10 @@ type ExecuteResponse struct {
 	TimedOut        bool    `json:"timed_out"`
 	Signal          int     `json:"signal"`      // 0 when no signal ended the command
 	DurationMS      float64 `json:"duration_ms"` // wall time of the command, milliseconds
+	// CPUMS is the CPU time (user and system) of the command and of the
+	// descendants it waited for, milliseconds: what it cost whatever the
+	// load beside it.
+	CPUMS float64 `json:"cpu_ms"`
 }
 
 // FileEntry is one element of the GET /list/{path} array.

@@ -163,6 +163,10 @@ type ExecResult struct {
 	// Duration is the command's wall time as the server measured it; zero
 	// when the server does not report it.
 	Duration time.Duration
+	// CPU is the CPU time (user and system) of the command and of the
+	// descendants it waited for, as the server measured it; zero when the
+	// server does not report it.
+	CPU time.Duration
 }
 
 // Limit names a per-sandbox resource limit.

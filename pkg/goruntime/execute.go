@@ -1,6 +1,7 @@
 package goruntime
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -82,6 +83,7 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	res := &Result{
 		ExitCode:        er.ExitCode,
 		Duration:        elapsed,
+		CPU:             er.CPU,
 		StdoutTruncated: er.StdoutTruncated,
 		StderrTruncated: er.StderrTruncated,
 		Outcome:         Classify(req.Command, er),
@@ -147,12 +149,29 @@ func (s *Session) writeFiles(ctx context.Context, files []File) error {
 	return nil
 }
 
+// inMemoryArchiveBytes is the most file data streamArchive packs in
+// memory before sending; more is streamed.
+const inMemoryArchiveBytes = 1 << 20
+
 // streamArchive passes send a reader of files' tar archive (files
-// checked by the caller with ValidateFiles), written as
-// send reads it: a large one is neither built in memory first nor copied
-// (fresh memory is slow to touch in a VM: 300 MiB took 4.6 s before a
-// sandbox refused it).
+// checked by the caller with ValidateFiles). Up to inMemoryArchiveBytes
+// of file data it is built first and sent whole (a *bytes.Reader, so an
+// HTTP request announces its length and goes out in one write: the
+// usual call's few source files). A larger one is written as send reads
+// it: neither built in memory first nor copied (fresh memory is slow to
+// touch in a VM: 300 MiB took 4.6 s before a sandbox refused it).
 func streamArchive(files []File, send func(io.Reader) error) error {
+	var size int
+	for _, f := range files {
+		size += len(f.Data)
+	}
+	if size <= inMemoryArchiveBytes {
+		var buf bytes.Buffer
+		if err := writeArchive(&buf, files); err != nil {
+			return err
+		}
+		return send(bytes.NewReader(buf.Bytes()))
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeArchive(pw, files)) }()
 	err := send(pr)

@@ -61,6 +61,9 @@ type Result struct {
 	// Duration is the wall time of the command, as measured by the server
 	// when it reports it, else by the client around the call.
 	Duration time.Duration
+	// CPU is the command's CPU time (ExecResult.CPU); zero when the
+	// backend does not report it.
+	CPU time.Duration
 	// StdoutTruncated and StderrTruncated report that output was cut,
 	// by the session's head+tail window or by the server's cap.
 	StdoutTruncated, StderrTruncated bool

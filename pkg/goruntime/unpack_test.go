@@ -79,3 +79,54 @@ func TestUnpackFallsBackToTar(t *testing.T) {
 		}
 	}
 }
+
+// lengthServer records, for each Unpack, whether the archive came with
+// its length known (a reader with Len, which net/http sends with a
+// Content-Length in one write) and the names it held.
+type lengthServer struct {
+	oldServer
+	known   []bool
+	entries [][]string
+}
+
+func (l *lengthServer) Unpack(_ context.Context, r io.Reader) error {
+	_, ok := r.(interface{ Len() int })
+	l.known = append(l.known, ok)
+	var names []string
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		names = append(names, hdr.Name)
+	}
+	l.entries = append(l.entries, names)
+	return nil
+}
+
+// TestSmallArchiveSentWhole: a call's files up to inMemoryArchiveBytes
+// reach Unpack as one archive of known length; more are streamed (never
+// held in memory whole); both carry every file.
+func TestSmallArchiveSentWhole(t *testing.T) {
+	sb := &lengthServer{oldServer: oldServer{uploaded: map[string][]string{}}}
+	s := NewSession(sb, Options{})
+	ctx := context.Background()
+	small := []File{{Path: "go.mod", Data: []byte("module m\n")}, {Path: "main.go", Data: []byte("package main\n")}}
+	large := []File{{Path: "big.bin", Data: make([]byte, inMemoryArchiveBytes+1)}, {Path: "main.go", Data: []byte("package main\n")}}
+	for _, files := range [][]File{small, large} {
+		if _, err := s.Execute(ctx, Request{Files: files, Command: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sb.known) != 2 || !sb.known[0] || sb.known[1] {
+		t.Errorf("length known per call %v, want [true false] (small whole, large streamed)", sb.known)
+	}
+	want := [][]string{{"go.mod", "main.go"}, {"big.bin", "main.go"}}
+	if fmt.Sprint(sb.entries) != fmt.Sprint(want) {
+		t.Errorf("archives held %v, want %v", sb.entries, want)
+	}
+}

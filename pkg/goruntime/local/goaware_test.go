@@ -158,6 +158,24 @@ func TestGoAwareFailingSubtestAndSkippedTest(t *testing.T) {
 	})
 }
 
+// TestGoAwareTest2jsonBuiltOnce: the conversion of a plain go test's
+// text keeps a build of test2json in the sandbox and runs it directly
+// (not `go tool test2json`, which checks its build each time); removed
+// by a command, it is built again, and the results are the same.
+func TestGoAwareTest2jsonBuiltOnce(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	fs := files("go.mod", nestedGoMod, "calc/calc_test.go", testsPkg)
+	const kept = `test -x "$HOME/.cache/go-runtime-sandbox/test2json"`
+	for _, before := range []string{"true", `rm -f "$HOME/.cache/go-runtime-sandbox/test2json"`} {
+		run(t, s, goruntime.Request{Command: before})
+		res := run(t, s, goruntime.Request{Files: fs, Command: "go test -v ./..."})
+		checkTestResults(t, res)
+		if res := run(t, s, goruntime.Request{Command: kept}); res.ExitCode != 0 {
+			t.Fatalf("after %q and a go test: no test2json build kept in the sandbox (exit %d: %s)", before, res.ExitCode, res.Stderr)
+		}
+	}
+}
+
 func TestGoAwareBenchmarkAndCoverage(t *testing.T) {
 	s := openSession(t, newBackend(t, testOptions()))
 	res, err := s.Test(context.Background(), goruntime.TestRequest{

@@ -27,7 +27,8 @@ func Request(r goruntime.ExecRequest) wire.ExecuteRequest {
 
 // Result is the ExecResult of an /execute answer, the one mapping every
 // backend uses: output, exit code, truncation and timeout as the server
-// reported them, Duration from its duration_ms (zero when it sent none),
+// reported them, Duration from its duration_ms and CPU from its cpu_ms
+// (each zero when it sent none),
 // and Limit LimitOutput when it cut a stream. The backend adds what only
 // it can tell (the other limits).
 func Result(resp *wire.ExecuteResponse) *goruntime.ExecResult {
@@ -39,6 +40,7 @@ func Result(resp *wire.ExecuteResponse) *goruntime.ExecResult {
 		StderrTruncated: resp.StderrTruncated,
 		TimedOut:        resp.TimedOut,
 		Duration:        time.Duration(resp.DurationMS * float64(time.Millisecond)),
+		CPU:             time.Duration(resp.CPUMS * float64(time.Millisecond)),
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		res.Limit = goruntime.LimitOutput
