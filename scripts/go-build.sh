@@ -14,22 +14,28 @@
 # Exits with the go command's status.
 set -uo pipefail
 
-every=5
-start=$SECONDS
+every=5 # seconds at most between two lines of ours
+now() { echo "${EPOCHREALTIME/./}"; } # microseconds
+start=$(now)
 "${GO:-go}" build -v "$@" 2>&1 | {
-	n=0 last="" told=$SECONDS partial=""
+	n=0 last="" told=$start partial=""
 	take() {
 		if [[ $1 =~ ^[A-Za-z0-9._~/+-]+$ ]]; then
 			n=$((n + 1)) last=$1
 		else
 			echo "$1"
 			last=$1
-			told=$SECONDS
+			told=$(now)
 		fi
 	}
 	while :; do
+		# Wait for the next line at most until the next summary is due.
+		left=$((every * 1000000 - ($(now) - told)))
+		if ((left < 100000)); then
+			left=100000
+		fi
 		line=""
-		if IFS= read -r -t "$every" line; then
+		if IFS= read -r -t "$((left / 1000000)).$(printf %06d $((left % 1000000)))" line; then
 			take "$partial$line"
 			partial=""
 		elif [ $? -gt 128 ]; then
@@ -40,11 +46,11 @@ start=$SECONDS
 			fi
 			break
 		fi
-		if ((SECONDS - told >= every)); then
-			echo "go build: $n packages compiled, $((SECONDS - start))s${last:+ (latest: $last)}"
-			told=$SECONDS
+		if (($(now) - told >= every * 1000000)); then
+			echo "go build: $n packages compiled, $((($(now) - start) / 1000000))s${last:+ (latest: $last)}"
+			told=$(now)
 		fi
 	done
-	echo "go build: $n packages compiled in $((SECONDS - start))s"
+	echo "go build: $n packages compiled in $((($(now) - start) / 1000000))s"
 }
 exit "${PIPESTATUS[0]}"
