@@ -9,7 +9,10 @@
 // (as root), the local backend run by another user against the same as
 // root; with --sections=scale, hundreds of live local sandboxes at once
 // (memory each, open, warm go run, teardown, open+close a second, and
-// nothing left on the host after). `make bench` runs it;
+// nothing left on the host after); with --sections=first-call, a new
+// user's first calls through mcp-server on an empty state directory (as
+// root and as another user) against the bare host's go run on an empty
+// GOCACHE. `make bench` runs it;
 // docs/benchmarks.md shows the last table and how to read it.
 package main
 

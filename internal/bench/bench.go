@@ -38,10 +38,14 @@ const (
 	// built mcp-server over HTTP and checks nothing is left after
 	// (mcpload.go); minutes, not in the default run.
 	SectionMCPLoad = "mcp-load"
+	// SectionFirstCall (firstcall.go) is a new user's first calls through
+	// mcp-server on an empty state directory, as root and, when root, as
+	// another user; minutes (the seed builds), not in the default run.
+	SectionFirstCall = "first-call"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionFirstCall}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionCPUShare}
@@ -110,7 +114,7 @@ func Defaults() Config {
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, cpu-share, rootless, scale, batch, mcp-load (default server,local,mcp,cpu-share; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, cpu-share, rootless, scale, batch, mcp-load, first-call (default server,local,mcp,cpu-share; rootless needs root; scale, batch, mcp-load and first-call take minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -224,14 +228,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	sections := map[string]func(context.Context) error{
-		SectionServer:   r.serverSection,
-		SectionLocal:    r.localSection,
-		SectionMCP:      r.mcpSection,
-		SectionCPUShare: r.cpuShareSection,
-		SectionRootless: r.rootlessSection,
-		SectionScale:    r.scaleSection,
-		SectionBatch:    r.batchSection,
-		SectionMCPLoad:  r.mcpLoadSection,
+		SectionServer:    r.serverSection,
+		SectionLocal:     r.localSection,
+		SectionMCP:       r.mcpSection,
+		SectionCPUShare:  r.cpuShareSection,
+		SectionRootless:  r.rootlessSection,
+		SectionScale:     r.scaleSection,
+		SectionBatch:     r.batchSection,
+		SectionMCPLoad:   r.mcpLoadSection,
+		SectionFirstCall: r.firstCallSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {
