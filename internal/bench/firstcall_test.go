@@ -63,9 +63,9 @@ func TestFirstCallRun(t *testing.T) {
 	want := []string{
 		"test: mcp-server started on an empty state directory, initialize answered",
 		"test: call 1, run_go_code hello world (",
+		"test: mcp-server start to the first result",
 		"test: call 2, run_go_code a second program",
 		"test: call 3, run_go_code hello world again (",
-		"test: mcp-server start to the first result",
 		`test: "local backend: seed build cache ready", after the server's start`,
 		`test: "local backend: extra seed build cache ready", after the server's start`,
 		"test: seed complete, first run_go_code of new code of a fresh mcp-server, p50",
