@@ -313,6 +313,7 @@ func (r *runner) firstCallServer(ctx context.Context, u firstCallUser, state str
 			return fmt.Errorf("%s: call %d (%s): %w (mcp-server log: %s)", u.name, i+1, s.name, err, logs)
 		}
 		progress, logged := n.take()
+		r.logf("first-call %s: call %d (%s) answered in %s, %d progress and %d log notifications meanwhile", u.name, i+1, s.name, secs(d), progress, logged)
 		r.add(Row{Section: SectionFirstCall, Figure: fmt.Sprintf("%s: call %d, run_go_code %s (%d progress, %d log notifications meanwhile)", u.name, i+1, s.name, progress, logged),
 			Ours: secs(d), Baseline: "bare host go run, GOCACHE empty at the first: " + secs(bare[i]), Ratio: ratio(d, bare[i])})
 		if i == 0 {
