@@ -137,7 +137,7 @@ func (r *runner) firstCallSection(ctx context.Context) error {
 	}
 	// The rootless side's HOME holds no Go module cache of root's: the
 	// programs need none.
-	user := firstCallUser{name: fmt.Sprintf("uid %d", uid), wrap: wrap, env: rootlessEnv(home), uid: uid, dir: filepath.Dir(home)}
+	user := firstCallUser{name: fmt.Sprintf("uid %d", uid), wrap: wrap, env: rootlessEnv(home), uid: uid, dir: r.cfg.CacheDir}
 	if err := os.Chmod(filepath.Dir(r.bins["mcp-server"]), 0o755); err != nil {
 		return err
 	}
@@ -173,12 +173,12 @@ func (r *runner) relaxFor(ctx context.Context, u firstCallUser) (string, error) 
 // the server's on an empty state directory, then fresh servers' first
 // calls once the seed is complete.
 func (r *runner) firstCallRun(ctx context.Context, u firstCallUser) error {
-	state, err := u.mkdir("first-call-state-")
+	state, err := u.mkdir("fc-state-") // short: the sandboxes' sockets are under it
 	if err != nil {
 		return err
 	}
 	defer r.removeState(ctx, state)
-	host, err := u.mkdir("first-call-host-")
+	host, err := u.mkdir("fc-host-")
 	if err != nil {
 		return err
 	}
