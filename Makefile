@@ -26,8 +26,8 @@ help: ## list targets
 deps: ## install system packages (bubblewrap, etcd-server, shellcheck) via apt, the host settings sandboxes need and a user's cgroups (scripts/host-setup.sh; sudo once when not root)
 	GO='$(GO)' bash scripts/host-setup.sh
 
-build: ## build every binary into bin/ (static: CGO_ENABLED=0, see docs/local-backend.md "Which server runs")
-	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/...
+build: ## build every binary into bin/ (static: CGO_ENABLED=0, see docs/local-backend.md "Which server runs"), saying what it downloads and compiles as it goes
+	CGO_ENABLED=0 GO='$(GO)' bash scripts/go-build.sh -o bin/ ./cmd/...
 
 demo: ## install bubblewrap and uidmap (apt), the host settings and a user's cgroups (sudo once when not root), then run the demo's two flows in a local sandbox
 	FLOW='$(FLOW)' DEMO_FLAGS='$(DEMO_FLAGS)' GO='$(GO)' bash scripts/demo.sh

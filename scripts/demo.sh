@@ -32,5 +32,6 @@ if [ "$(id -u)" -ne 0 ] && [[ " ${DEMO_FLAGS:-}" != *" --relax"* ]]; then
 	fi
 fi
 
-echo "demo: compiling cmd/demo (quiet; up to a minute with a cold Go build cache)"
-"$go" run ./cmd/demo --flow="${FLOW:-all}" "${flags[@]}"
+echo "demo: compiling cmd/demo (its progress follows)"
+GO="$go" bash "$here/go-build.sh" -o "$tmp/demo" ./cmd/demo
+"$tmp/demo" --flow="${FLOW:-all}" "${flags[@]}"

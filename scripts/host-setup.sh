@@ -55,8 +55,8 @@ read -r -a missing <<<"$list"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/host-setup.XXXXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 check=${SANDBOX_CHECK:-$tmp/sandbox-check}
-echo "host-setup: building cmd/sandbox-check, which says what this host needs (quiet; up to a minute with a cold Go build cache)"
-(cd "$repo" && "${GO:-go}" build -buildvcs=false -o "$check" ./cmd/sandbox-check)
+echo "host-setup: building cmd/sandbox-check, which says what this host needs (minutes with an empty Go build cache; its progress follows)"
+(cd "$repo" && bash "$here/go-build.sh" -buildvcs=false -o "$check" ./cmd/sandbox-check)
 needs=$("$check" --setup-needed)
 
 if [ "${#missing[@]}" -eq 0 ] && [ -z "$needs" ]; then

@@ -11,8 +11,10 @@
 // root; with --sections=scale, hundreds of live local sandboxes at once
 // (memory each, open, warm go run, teardown, open+close a second, and
 // nothing left on the host after); with --sections=snapshots, the local
-// backend's snapshots, forks and rollback (as root: as root and as a user).
-// `make bench` runs it;
+// backend's snapshots, forks and rollback (as root: as root and as a user);
+// with --sections=first-call, a new user's first calls through mcp-server
+// on an empty state directory (as root and as another user) against the
+// bare host's go run on an empty GOCACHE. `make bench` runs it;
 // docs/benchmarks.md shows the last table and how to read it.
 package main
 

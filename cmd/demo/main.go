@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		claim   = fs.String("claim", "", "attach to this running sandbox (an ID printed by --keep) instead of opening a new one")
 		keep    = fs.Bool("keep", false, "leave the sandbox running at the end (disconnect instead of delete) and print its ID")
 		live    = fs.Bool("live", false, "print each command's output as it is produced")
-		timeout = fs.Duration("step-timeout", 2*time.Minute, "time limit of each step's command")
+		timeout = fs.Duration("step-timeout", demo.DefaultStepTimeout, "time limit of each step's command")
 		verbose = fs.Bool("v", false, "log debug details to stderr")
 	)
 	bf := backendflag.Register(fs)

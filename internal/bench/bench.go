@@ -44,10 +44,14 @@ const (
 	// SectionSnapshots times the local backend's snapshots, forks and
 	// rollback (snapshots.go); a minute or more, not in the default run.
 	SectionSnapshots = "snapshots"
+	// SectionFirstCall (firstcall.go) is a new user's first calls through
+	// mcp-server on an empty state directory, as root and, when root, as
+	// another user; minutes (the seed builds), not in the default run.
+	SectionFirstCall = "first-call"
 )
 
 // AllSections is every section, in the order a run measures them.
-var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionHotpath, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionSnapshots}
+var AllSections = []string{SectionServer, SectionLocal, SectionMCP, SectionHotpath, SectionCPUShare, SectionRootless, SectionScale, SectionBatch, SectionMCPLoad, SectionSnapshots, SectionFirstCall}
 
 // DefaultSections are the sections a run measures unless told otherwise.
 var DefaultSections = []string{SectionServer, SectionLocal, SectionMCP, SectionHotpath, SectionCPUShare}
@@ -116,7 +120,7 @@ func Defaults() Config {
 
 // RegisterFlags adds the run's flags to fs, writing into cfg.
 func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, hotpath, cpu-share, rootless, scale, batch, mcp-load, snapshots (default server,local,mcp,hotpath,cpu-share; rootless needs root; scale, batch and mcp-load take minutes)", func(s string) error {
+	fs.Func("sections", "comma-separated sections to measure: server, local, mcp, hotpath, cpu-share, rootless, scale, batch, mcp-load, snapshots, first-call (default server,local,mcp,hotpath,cpu-share; rootless needs root; scale, batch, mcp-load, snapshots and first-call take minutes)", func(s string) error {
 		cfg.Sections = strings.Split(s, ",")
 		return nil
 	})
@@ -240,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		SectionBatch:     r.batchSection,
 		SectionMCPLoad:   r.mcpLoadSection,
 		SectionSnapshots: r.snapshotsSection,
+		SectionFirstCall: r.firstCallSection,
 	}
 	for _, s := range AllSections {
 		if !slices.Contains(cfg.Sections, s) {

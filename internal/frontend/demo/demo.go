@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
@@ -29,6 +30,13 @@ type Executor interface {
 	ExecuteStream(ctx context.Context, req goruntime.Request, onChunk func(goruntime.Chunk)) (*goruntime.Result, error)
 }
 
+// DefaultStepTimeout bounds a step's command unless told otherwise. The
+// first step on a new machine compiles the standard library in its
+// sandbox while the seed build cache builds beside it: ~15 s on a quiet
+// 2-core machine, over 2 minutes at a load average of 50-70 (a make demo
+// of a fresh clone, 2026-12-07).
+const DefaultStepTimeout = 10 * time.Minute
+
 // Options tune Run.
 type Options struct {
 	// Out receives the flows' report: section banners, one
@@ -37,8 +45,14 @@ type Options struct {
 	// Live prints output as the command produces it (header first, exit
 	// code after) instead of the buffered "-- cmd [exit=N] --" blocks.
 	Live bool
-	// StepTimeout bounds each step's command; zero means 2 minutes.
+	// StepTimeout bounds each step's command; zero means
+	// DefaultStepTimeout.
 	StepTimeout time.Duration
+	// Still is how often a step that is still running says so, one line
+	// with its time so far, so that no step is silent for long (the first
+	// build on a new machine compiles the standard library: a minute or
+	// more on a busy one); zero means 5 s.
+	Still time.Duration
 }
 
 // StageError reports which step of which flow failed, and why.
@@ -120,8 +134,12 @@ func Run(ctx context.Context, ex Executor, which string, opts Options) error {
 		return fmt.Errorf("the fork flow needs a backend with snapshots: RunFork")
 	}
 	if opts.StepTimeout == 0 {
-		opts.StepTimeout = 2 * time.Minute
+		opts.StepTimeout = DefaultStepTimeout
 	}
+	if opts.Still <= 0 {
+		opts.Still = 5 * time.Second
+	}
+	opts.Out = &syncWriter{w: opts.Out} // steps' output and stillRunning's lines
 	var selected []flow
 	for _, f := range flows() {
 		if which == FlowAll || which == f.name {
@@ -156,7 +174,9 @@ func runFlow(ctx context.Context, ex Executor, f flow, opts Options) error {
 			fmt.Fprintf(opts.Out, "-- %s --\n", s.command)
 			onChunk = func(c goruntime.Chunk) { _, _ = opts.Out.Write(c.Data) }
 		}
+		stop := stillRunning(opts.Out, s.command, opts.Still)
 		res, err := ex.ExecuteStream(ctx, req, onChunk)
+		stop()
 		if err != nil {
 			return &StageError{Flow: f.name, Command: s.command, Err: err}
 		}
@@ -190,6 +210,40 @@ func runFlow(ctx context.Context, ex Executor, f flow, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// stillRunning prints a line to w every every until stop is called,
+// saying command still runs and for how long; stop returns once it
+// prints no more.
+func stillRunning(w io.Writer, command string, every time.Duration) (stop func()) {
+	start := time.Now()
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "   still running `%s`: %s\n", command, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // printGoAware prints the result's diagnostics and per-test results.
