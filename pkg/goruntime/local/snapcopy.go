@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,7 +102,7 @@ func (s *Sandbox) asSandbox(ctx context.Context, stdin io.Reader, stdout io.Writ
 	if s.meta.Server <= 0 {
 		return fmt.Errorf("local sandbox %s predates snapshots (its runtime server's pid is not recorded): open a new one", s.meta.ID)
 	}
-	cmd, done, err := nslimits.SandboxCommand(ctx, s.meta.Server, append([]string{"sh", "-c", script, "sh"}, args...)...)
+	cmd, done, err := nslimits.SandboxCommand(ctx, s.meta.Server, s.holds, append([]string{"sh", "-c", script, "sh"}, args...)...)
 	if err != nil {
 		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
 	}
@@ -114,6 +115,18 @@ func (s *Sandbox) asSandbox(ctx context.Context, stdin io.Reader, stdout io.Writ
 			return fmt.Errorf("local sandbox %s: %w", s.meta.ID, out.err)
 		}
 		return fmt.Errorf("local sandbox %s: copy files as the sandbox: %w: %s", s.meta.ID, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// holds fails unless pid is one of s's processes (in its cgroup).
+func (s *Sandbox) holds(pid int) error {
+	pids, err := s.meta.Cgroup.Procs()
+	if err != nil {
+		return fmt.Errorf("list the sandbox's processes: %w", err)
+	}
+	if !slices.Contains(pids, pid) {
+		return fmt.Errorf("not a process of the sandbox (its runtime server ended): open a new sandbox")
 	}
 	return nil
 }

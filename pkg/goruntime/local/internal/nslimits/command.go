@@ -3,10 +3,13 @@ package nslimits
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // SandboxCommand returns a command that runs args as the sandbox process
@@ -16,41 +19,111 @@ import (
 // them directly; as a user, from the user namespace the user owns that
 // holds the sandbox's (enter.go), with a second nsenter that joins the
 // sandbox's from there. The caller wires its input and output, runs it,
-// and then calls done, which closes the descriptor it inherited.
-func SandboxCommand(ctx context.Context, pid int, args ...string) (cmd *exec.Cmd, done func(), err error) {
-	proc := "/proc/" + strconv.Itoa(pid)
-	uid, err := innerID(proc, "uid")
+// and then calls done, which closes the descriptors it inherited.
+//
+// The process is pinned, not named: its /proc directory is opened first
+// and its namespaces through it, and inSandbox (the caller's check that
+// pid is one of the sandbox's processes, e.g. in its cgroup) runs after;
+// the directory still answering after that check proves the check saw
+// the same process. So a pid the host reused after the sandbox's process
+// died never leads nsenter into another process's namespaces.
+func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error, args ...string) (cmd *exec.Cmd, done func(), err error) {
+	dir, err := os.Open("/proc/" + strconv.Itoa(pid))
 	if err != nil {
+		return nil, nil, fmt.Errorf("find process %d: %w", pid, err)
+	}
+	defer dir.Close()
+	var files []*os.File
+	done = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	fail := func(err error) (*exec.Cmd, func(), error) {
+		done()
 		return nil, nil, err
 	}
-	gid, err := innerID(proc, "gid")
+	user, err := openIn(dir, "ns/user")
 	if err != nil {
-		return nil, nil, err
+		return fail(err)
 	}
-	join := []string{"nsenter", "--user=" + proc + "/ns/user", "--mount=" + proc + "/ns/mnt",
-		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
+	files = append(files, user)
+	mnt, err := openIn(dir, "ns/mnt")
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, mnt)
+	uid, err := innerID(dir, "uid")
+	if err != nil {
+		return fail(err)
+	}
+	gid, err := innerID(dir, "gid")
+	if err != nil {
+		return fail(err)
+	}
+	if err := inSandbox(pid); err != nil {
+		return fail(fmt.Errorf("process %d: %w", pid, err))
+	}
+	if _, err := readIn(dir, "stat"); err != nil {
+		return fail(fmt.Errorf("process %d ended while its namespaces were opened: %w", pid, err))
+	}
+	// The child's descriptors 3, 4, ... are files in order.
+	childFD := func(f *os.File) string {
+		for i, g := range files {
+			if g == f {
+				return "/proc/self/fd/" + strconv.Itoa(3+i)
+			}
+		}
+		panic("nslimits: not a file passed to the child")
+	}
 	var owner *os.File
 	if os.Geteuid() != 0 {
-		if owner, err = ownerOf(proc + "/ns/user"); err != nil {
-			return nil, nil, fmt.Errorf("enter the namespaces of process %d: %w", pid, err)
+		if owner, err = ownerOf("/proc/self/fd/" + strconv.Itoa(int(user.Fd()))); err != nil {
+			return fail(fmt.Errorf("enter the namespaces of process %d: %w", pid, err))
 		}
-		join = append([]string{"nsenter", "--user=/proc/self/fd/3", "--preserve-credentials", "--"}, join...)
+		files = append(files, owner)
+	}
+	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
+		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
+	if owner != nil {
+		join = append([]string{"nsenter", "--user=" + childFD(owner), "--preserve-credentials", "--"}, join...)
 	}
 	cmd = exec.CommandContext(ctx, join[0], append(join[1:], args...)...)
 	cmd.Env = []string{"PATH=" + toolPath, "LC_ALL=C"}
-	done = func() {}
-	if owner != nil {
-		cmd.ExtraFiles = []*os.File{owner}
-		done = func() { owner.Close() }
-	}
+	cmd.ExtraFiles = files
 	return cmd, done, nil
 }
 
-// innerID is the id (kind "uid" or "gid") the process at proc has in its
+// openIn opens the file name under the /proc/<pid> directory dir: the
+// process dir was opened for, or an error (ESRCH) once it has ended.
+func openIn(dir *os.File, name string) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s/%s: %w", dir.Name(), name, err)
+	}
+	return os.NewFile(uintptr(fd), dir.Name()+"/"+name), nil
+}
+
+// readIn reads the file name under the /proc/<pid> directory dir.
+func readIn(dir *os.File, name string) ([]byte, error) {
+	f, err := openIn(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	return data, nil
+}
+
+// innerID is the id (kind "uid" or "gid") the process of the /proc
+// directory dir has in its
 // own user namespace: the first field of the line of its id map that
 // holds its id as this process sees it.
-func innerID(proc, kind string) (int, error) {
-	status, err := os.ReadFile(proc + "/status")
+func innerID(dir *os.File, kind string) (int, error) {
+	status, err := readIn(dir, "status")
 	if err != nil {
 		return 0, fmt.Errorf("read the process's ids: %w", err)
 	}
@@ -61,7 +134,7 @@ func innerID(proc, kind string) (int, error) {
 			outer, _ = strconv.Atoi(f[2]) // effective
 		}
 	}
-	m, err := os.ReadFile(proc + "/" + kind + "_map")
+	m, err := readIn(dir, kind+"_map")
 	if err != nil || outer < 0 {
 		return 0, fmt.Errorf("read the process's %s map: %v", kind, err)
 	}
@@ -77,5 +150,5 @@ func innerID(proc, kind string) (int, error) {
 			return in + outer - out, nil
 		}
 	}
-	return 0, fmt.Errorf("%s %d of %s is not in its %s map", kind, outer, proc, kind)
+	return 0, fmt.Errorf("%s %d of %s is not in its %s map", kind, outer, dir.Name(), kind)
 }
