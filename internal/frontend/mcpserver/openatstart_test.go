@@ -89,7 +89,7 @@ func progressClient() (*mcp.ClientOptions, func() []string) {
 	}
 }
 
-func progressCall(t *testing.T, cs *mcp.ClientSession) {
+func progressCall(t *testing.T, cs *mcp.ClientSession) *mcp.CallToolResult {
 	t.Helper()
 	params := &mcp.CallToolParams{Name: "run_go_code", Arguments: map[string]any{"command": "true"}}
 	params.SetProgressToken("tok")
@@ -97,6 +97,7 @@ func progressCall(t *testing.T, cs *mcp.ClientSession) {
 	if err != nil || res.IsError {
 		t.Fatalf("run_go_code: %v %+v", err, res)
 	}
+	return res
 }
 
 func hasStep(msgs []string, step string) bool {

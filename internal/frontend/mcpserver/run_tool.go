@@ -32,12 +32,17 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	files := toolFiles(in.Files)
 	prog := s.startProgress(ctx, req, timeout)
 	defer prog.Stop()
+	listen, waited := prog.Listener(), (*waitNote)(nil)
+	if listen == nil { // no notification reaches the client: the result says what it waited for
+		waited = &waitNote{}
+		listen = waited.announce
+	}
 
 	var (
 		res    *goruntime.Result
 		reaped time.Duration
 	)
-	u, err := s.call(ctx, req, in.SandboxID, needWork, prog.Listener(), func(sess *goruntime.Session, r time.Duration) error {
+	u, err := s.call(ctx, req, in.SandboxID, needWork, listen, func(sess *goruntime.Session, r time.Duration) error {
 		reaped = r
 		if s.cfg.Ephemeral {
 			if err := sess.Reset(ctx); err != nil {
@@ -77,6 +82,9 @@ func (s *Server) runGoCode(ctx context.Context, req *mcp.CallToolRequest, in Run
 	out.Diagnostics, out.DiagnosticsLeft = mcpDiagnostics(res.Diagnostics)
 	out.Tests, out.TestsLeft = mcpTests(res.Tests)
 	text := createdNote(u) + formatRun(out, timeout, reaped)
+	if waited != nil {
+		text = waited.line() + text
+	}
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		// Any outcome but ok is a failed run, also one that exited 0 after
