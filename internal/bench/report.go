@@ -30,8 +30,8 @@ type Row struct {
 	Ours     string  // our value, with its unit
 	Baseline string  // what we compare with and its value; "" when none
 	Ratio    float64 // Ours/Baseline in the figure's unit (lower is better); NaN when none
-	// Target is the bound Ratio (or, with Absolute, our value) must meet:
-	// "<= 1.5", ">= 3"; "" when the row is informational.
+	// Target is the bound Ratio (for a Speedup row, baseline/ours) must
+	// meet: "<= 1.5", ">= 3"; "" when the row is informational.
 	Target string
 	// Speedup prints the ratio as baseline/ours ("4.2x faster") instead.
 	Speedup bool
