@@ -1,6 +1,9 @@
 package local
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // SetFileCallDeadlines gives b's file calls (list, read, upload, unpack)
 // the deadline floor plus perMiB per MiB moved, instead of callFloor and
@@ -40,4 +43,20 @@ func SetWarmPoolShrinkAfter(b *Backend, d time.Duration) {
 	b.pool.mu.Lock()
 	defer b.pool.mu.Unlock()
 	b.pool.shrinkAfter = d
+}
+
+// HoldStarts takes every one of b's start slots (open.go), waiting for
+// the starts under way to end: until release is called, a sandbox start
+// (an Open's own, or the warm pool's) waits for a slot, under way but
+// unable to finish, so a test sees the starts begun without racing them.
+// release may be called more than once.
+func HoldStarts(b *Backend) (release func()) {
+	for range cap(b.starts) {
+		b.starts <- struct{}{}
+	}
+	return sync.OnceFunc(func() {
+		for range cap(b.starts) {
+			<-b.starts
+		}
+	})
 }

@@ -127,7 +127,10 @@ func TestWarmPoolClaim(t *testing.T) {
 // TestWarmPoolFillsSideBySide: a pool emptied at once refills with as
 // many starts side by side as it lacks sandboxes, not one after another
 // (a start waits more than it computes: one at a time, a pool of 2 ran
-// dry at 10 opens a second once a start took over 100 ms).
+// dry at 10 opens a second once a start took over 100 ms). The test holds
+// every start slot while the claims close, so no refill can finish before
+// it has looked (on a busy machine the first refill could end before the
+// last claim closed, and the pool then rightly started one start fewer).
 func TestWarmPoolFillsSideBySide(t *testing.T) {
 	const size = 3
 	b := newBackend(t, poolOptions(size))
@@ -136,20 +139,26 @@ func TestWarmPoolFillsSideBySide(t *testing.T) {
 	for range size {
 		claimed = append(claimed, openSession(t, b))
 	}
-	most := 0
+	release := local.HoldStarts(b)
+	defer release()
 	for _, s := range claimed {
 		// A closed claim refills the pool at once.
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		most = max(most, local.WarmPoolStarting(b))
 	}
-	for deadline := time.Now().Add(time.Minute); b.WarmPoolReady() < size && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		most = max(most, local.WarmPoolStarting(b))
+	// No start can end while the slots are held: the pool's starts under
+	// way only grow, to size once every claim has settled.
+	for deadline := time.Now().Add(time.Minute); local.WarmPoolStarting(b) < size; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the pool of %d was emptied and its claims closed, %d pool starts are under way, want %d side by side",
+				size, local.WarmPoolStarting(b), size)
+		}
 	}
-	if most < size {
-		t.Errorf("at most %d pool starts were under way at once after the pool of %d was emptied, want %d", most, size, size)
+	if n := b.WarmPoolReady(); n != 0 {
+		t.Fatalf("the pool holds %d sandboxes while every start slot is held", n)
 	}
+	release()
 	waitPool(t, b, size)
 }
 
