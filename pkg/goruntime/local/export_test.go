@@ -38,11 +38,15 @@ func WarmPoolStarting(b *Backend) int {
 }
 
 // SetWarmPoolShrinkAfter makes b's warm pool, once grown by demand, go
-// back to its size after d without an Open starting its own sandbox.
+// back to its size after d without an Open finding it empty; a pool grown
+// already counts d from the last such Open.
 func SetWarmPoolShrinkAfter(b *Backend, d time.Duration) {
 	b.pool.mu.Lock()
 	defer b.pool.mu.Unlock()
 	b.pool.shrinkAfter = d
+	if b.pool.shrink != nil {
+		b.pool.shrink.Reset(max(0, d-time.Since(b.pool.missed)))
+	}
 }
 
 // HoldStarts takes every one of b's start slots (open.go), waiting for
@@ -59,4 +63,11 @@ func HoldStarts(b *Backend) (release func()) {
 			<-b.starts
 		}
 	})
+}
+
+// WarmPoolWaiting is how many Opens of b wait for a pool start under way.
+func WarmPoolWaiting(b *Backend) int {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return b.pool.waiting
 }
