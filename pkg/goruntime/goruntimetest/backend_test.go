@@ -32,7 +32,8 @@ func TestExecKeepsTheContract(t *testing.T) {
 		timedOut bool
 	}{
 		{goruntime.ExecRequest{Command: `echo "$X"; exit 3`, Env: map[string]string{"X": "y"}}, 3, "y\n", false},
-		{goruntime.ExecRequest{Command: "echo started; sleep 30", Timeout: 200 * time.Millisecond}, 124, "started\n", true},
+		// 5 s: time for a busy machine's shell to print before the timeout.
+		{goruntime.ExecRequest{Command: "echo started; sleep 30", Timeout: 5 * time.Second}, 124, "started\n", true},
 		{goruntime.ExecRequest{Command: "kill -9 $$"}, 137, "", false},
 		{goruntime.ExecRequest{Command: `printf 'a\377\376b'`}, 0, "a\uFFFD\uFFFDb", false},
 	} {
