@@ -204,15 +204,12 @@ func TestCancellationKillsCommand(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
-	// The next call gets the session's turn right away and, past the
-	// command's end, finds no trace of its last step.
-	start := time.Now()
+	// The next call, past the command's end, finds no trace of its last
+	// step: had the command run on, or the call waited for it, finished
+	// would be there.
 	res := call(t, cs, "run_go_code", map[string]any{"command": "sleep 2.5; ls"})
 	if out := runOut(t, res); strings.Contains(out.Stdout, "finished") || !strings.Contains(out.Stdout, "started") {
 		t.Fatalf("cancelled command kept running: ls = %q", out.Stdout)
-	}
-	if d := time.Since(start); d > 8*time.Second {
-		t.Fatalf("next call waited %s", d)
 	}
 }
 
