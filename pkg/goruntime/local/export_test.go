@@ -71,3 +71,12 @@ func WarmPoolWaiting(b *Backend) int {
 	defer b.pool.mu.Unlock()
 	return b.pool.waiting
 }
+
+// WarmPoolState is, in one snapshot, how many sandboxes b's warm pool
+// holds ready, how many of its starts are under way and how many claimed
+// sandboxes it waits for to settle before filling past one.
+func WarmPoolState(b *Backend) (ready, starting, settling int) {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return len(b.pool.ready), b.pool.starting, b.pool.settling
+}

@@ -607,37 +607,58 @@ func TestWarmPoolRefillAfterFirstCommand(t *testing.T) {
 // TestWarmPoolFillPausesForFirstCommand: a filler that runs while a
 // claimed sandbox's first command runs stops once the pool holds one
 // ready sandbox, and fills the rest when that command has ended (a fresh
-// process's first call otherwise ran beside two starts).
+// process's first call otherwise ran beside two starts). The test holds
+// the start slots, so no start ends while it looks, and reads the pool's
+// starts and its settling claims in one snapshot: whenever a claim
+// settles, the pool has at most one sandbox ready or starting.
 func TestWarmPoolFillPausesForFirstCommand(t *testing.T) {
 	b := newBackend(t, poolOptions(2))
 	waitPool(t, b, 2)
 	busy, idle := openSession(t, b), openSession(t, b) // the pool is empty; neither has settled
-	start := time.Now()
+	release := local.HoldStarts(b)
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		mustOK(t, busy, goruntime.Request{Command: "sleep 1.5"})
+		// Runs until cancelled: busy settles by its claim's 2 s bound.
+		_, _ = busy.Execute(ctx, goruntime.Request{Command: "sleep 600"})
 	}()
-	// idle's end settles it: the filler starts, with busy's first
-	// command running.
-	if err := idle.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	most := 0
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		case <-time.After(20 * time.Millisecond):
-			most = max(most, len(startedBesides(b, busy.ID(), idle.ID())))
+	// idle's end (Close's first step) settles it: the filler starts, with
+	// busy still settling. The test looks meanwhile: busy settles by its
+	// claim's 2 s bound, which a slow Close could outlast.
+	closed := make(chan error, 1)
+	go func() { closed <- idle.Close(context.Background()) }()
+	seen := false
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		ready, starting, settling := local.WarmPoolState(b)
+		if settling == 0 {
+			break
+		}
+		if ready+starting > 1 {
+			t.Fatalf("while a claimed session settled the pool had %d sandboxes ready and %d starting, want 1 in all (an empty pool refills; a second start waits)", ready, starting)
+		}
+		seen = seen || starting == 1
+		if time.Now().After(deadline) {
+			t.Fatal("a claimed session still settles a minute after its claim")
 		}
 	}
-	// busy settles at most 2 s (poolRefillDelay) after its claim.
-	if took := time.Since(start); took > 1800*time.Millisecond {
-		t.Skipf("the first command took %v, too close to the refill's 2 s bound to tell the two apart", took)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
-	if most != 1 {
-		t.Errorf("while the claimed session's first command ran the pool had %d sandboxes started or starting, want 1 (an empty pool refills; a second start waits)", most)
+	if !seen {
+		t.Skip("the claimed session settled before the test saw the pool's first start")
 	}
+	// Settled (its 2 s bound, the command still running): the pool fills
+	// the rest.
+	for deadline := time.Now().Add(time.Minute); local.WarmPoolStarting(b) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the claims settled, %d pool starts under way, want 2", local.WarmPoolStarting(b))
+		}
+	}
+	release()
+	cancel()
+	<-done
 	waitPool(t, b, 2)
 }
