@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -21,7 +24,7 @@ import (
 // no process of the handle's sandbox holds them.
 func TestInheritedFDsStdio(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stateDir := seededStateDir(t)
 	files, in := localtest.Inherit(t)
@@ -54,6 +57,14 @@ func TestInheritedFDsStdio(t *testing.T) {
 	}
 	for _, pid := range pids {
 		found, err := in.CheckProcess(pid)
+		if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 {
+			// As a user with subordinate ids the sandbox's processes run
+			// as a uid of their own, whose descriptors the user cannot
+			// list (as root it can); the commands above listed theirs
+			// from inside.
+			t.Logf("not checked from the host: %v", err)
+			continue
+		}
 		if err != nil {
 			t.Error(err)
 		}
