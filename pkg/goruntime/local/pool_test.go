@@ -95,7 +95,7 @@ func gone(pid int) bool {
 
 func waitGone(tb testing.TB, what string, pids []int) {
 	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for _, pid := range pids {
 		for !gone(pid) {
 			if time.Now().After(deadline) {
@@ -465,7 +465,7 @@ func TestWarmPoolDiesWithOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close(context.Background())
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for _, id := range ids {
 		for {
 			_, err := os.Stat(filepath.Join(b.StateDir(), "sandboxes", id))
