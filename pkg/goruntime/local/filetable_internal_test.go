@@ -16,8 +16,8 @@ func TestFileTableProblem(t *testing.T) {
 	// These machines without systemd: 2466112 files, and one 1 GiB
 	// sandbox can map 2.8 million.
 	p := fileTableProblem(gib, 2_466_112)
-	if p == nil || !p.Required || p.Status != StatusUnavailable || !strings.Contains(p.Fix, "scripts/host-setup.sh") || !strings.Contains(p.Fix, "Options.Relax.FileTable") {
-		t.Fatalf("fs.file-max 2466112, 1 GiB: %+v; want a required, unavailable protection naming host-setup.sh and Options.Relax.FileTable", p)
+	if p == nil || !p.Required || p.Status != StatusUnavailable || !strings.Contains(p.Fix, "--setup-user=") || !strings.Contains(p.Fix, "Options.Relax.FileTable") {
+		t.Fatalf("fs.file-max 2466112, 1 GiB: %+v; want a required, unavailable protection naming the setup (sandbox-check --setup-user) and Options.Relax.FileTable", p)
 	}
 	// The memory the fix names is small enough.
 	if p := fileTableProblem(225<<20, 2_466_112); p != nil {
