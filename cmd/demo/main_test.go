@@ -24,12 +24,19 @@ func buildDemo(t *testing.T) string {
 	return bin
 }
 
+// stepTimeout is the demo's --step-timeout in these tests: a fresh state
+// directory has no seed build cache, and the first go run compiles the
+// standard library packages it needs itself, which took a busy 2-CPU
+// machine past the default 2 minutes. The tests check the flows, not how
+// fast the machine runs them.
+const stepTimeout = "--step-timeout=20m"
+
 func TestDemoBothFlowsLocal(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("bwrap not found: run `bash scripts/install-deps.sh` (installs bubblewrap)")
 	}
 	bin := buildDemo(t)
-	cmd := exec.Command(bin, append([]string{"--state-dir", localtest.StateDir(t)}, localtest.Flags(t)...)...)
+	cmd := exec.Command(bin, append([]string{"--state-dir", localtest.StateDir(t), stepTimeout}, localtest.Flags(t)...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -93,7 +100,7 @@ func TestDemoKeepThenClaim(t *testing.T) {
 	bin := buildDemo(t)
 	state := localtest.StateDir(t)
 	args := func(more ...string) []string {
-		return append(append([]string{"--state-dir", state, "--flow=smoke"}, localtest.Flags(t)...), more...)
+		return append(append([]string{"--state-dir", state, "--flow=smoke", stepTimeout}, localtest.Flags(t)...), more...)
 	}
 	out, err := exec.Command(bin, args("--keep")...).CombinedOutput()
 	if err != nil {

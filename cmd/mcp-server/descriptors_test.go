@@ -21,7 +21,7 @@ import (
 // no process of the handle's sandbox holds them.
 func TestInheritedFDsStdio(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stateDir := seededStateDir(t)
 	files, in := localtest.Inherit(t)
@@ -54,6 +54,10 @@ func TestInheritedFDsStdio(t *testing.T) {
 	}
 	for _, pid := range pids {
 		found, err := in.CheckProcess(pid)
+		if localtest.NotVisible(err) {
+			t.Logf("not checked from the host: %v", err)
+			continue
+		}
 		if err != nil {
 			t.Error(err)
 		}

@@ -162,13 +162,13 @@ func assertNothingLeft(t *testing.T, hs handleSandbox) {
 func TestHandleSurvivesKilledServer(t *testing.T) {
 	requireBwrap(t)
 	stateDir := seededStateDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logs := &logSink{}
 	cs, cmd := stdioServer(t, ctx, stateDir, logs)
 	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"ttl_seconds": 300, "labels": map[string]any{"test": "killed"}})["sandbox_id"].(string)
 	hs := findHandleSandbox(t, stateDir, "stdio", id)
-	out := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "command": "go build -o app . && echo built",
+	out := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "command": "go build -o app . && echo built", "timeout_seconds": 600,
 		"files": map[string]any{"go.mod": "module kept\n\ngo 1.22\n", "main.go": "package main\n\nfunc main() { println(\"kept binary runs\") }\n", "notes.txt": "kept"}})
 	if out["sandbox_id"] != id || !strings.Contains(fmt.Sprint(out["stdout"]), "built") {
 		t.Fatalf("build in the handle: %v", out)
@@ -218,7 +218,7 @@ func TestHandleSurvivesKilledServer(t *testing.T) {
 // for one.
 func TestStatelessHTTP(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	srv, logs := startLocalHTTP(t, ctx, "--stateless")
 	connect := func() *mcp.ClientSession {
@@ -234,7 +234,7 @@ func TestStatelessHTTP(t *testing.T) {
 		t.Fatalf("negotiated %s, want 2026-07-28", v)
 	}
 	id := callTool(t, ctx, cs, "create_sandbox", map[string]any{"ttl_seconds": 120, "labels": map[string]any{"via": "stateless"}})["sandbox_id"].(string)
-	run := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "files": smoke.HelloFiles(), "command": "go build -o hello main.go && ./hello"})
+	run := callTool(t, ctx, cs, "run_go_code", map[string]any{"sandbox_id": id, "files": smoke.HelloFiles(), "command": "go build -o hello main.go && ./hello", "timeout_seconds": 600})
 	if run["sandbox_id"] != id || run["exit_code"] != float64(0) {
 		t.Fatalf("run_go_code with sandbox_id: %v", run)
 	}
@@ -266,7 +266,7 @@ func (c *resumeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 // resumes it from the event store and gets the result.
 func TestLongCallResumesAcrossClosedStream(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	srv, logs := startLocalHTTP(t, ctx, "--sse-close-after=1s")
 	rc := &resumeCounter{}

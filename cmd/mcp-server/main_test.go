@@ -119,7 +119,7 @@ func runScenarios(t *testing.T, target smoke.Target, logs *logSink) {
 			continue
 		}
 		t.Run(sc.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			if err := sc.Run(ctx, target); err != nil {
 				t.Errorf("%s over %s: %v\nserver log:\n%s", sc.Name, target.Name, err, tail(logs.String(), 4000))
@@ -337,7 +337,7 @@ func TestConfigExamples(t *testing.T) {
 // and reattaches a second server process to it with --claim.
 func TestPersistentThenClaim(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logs := &logSink{}
 	first := smoke.StdioTarget(serverBin, serverArgs(t, "--persistent"), logs)
@@ -395,7 +395,7 @@ func TestPersistentThenClaim(t *testing.T) {
 // sandbox and reported as binary.
 func TestReadFileEdgeCases(t *testing.T) {
 	requireBwrap(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logs := &logSink{}
 	cs, err := smoke.StdioTarget(serverBin, serverArgs(t), logs).Connect(ctx, nil)

@@ -318,8 +318,11 @@ const rootlessSubIDs = 1_800_100_000
 // asUserWithSubIDs is the command that runs the rootless side as uid
 // with an account and subordinate ids (rootlessSubIDs): in a mount
 // namespace of its own, passwd, subuid and subgid files written in dir
-// are bound over the host's, and the side becomes uid there. The host's
-// files stay as they are.
+// are layered over the host's /etc (a read-only overlay), and the side
+// becomes uid there. The host's files stay as they are. Files bound over
+// /etc/passwd one by one were unmounted there when the host renamed a
+// new /etc/passwd over the old one (useradd, usermod), and the side then
+// had no account (newuidmap: "Cannot determine your user name").
 func asUserWithSubIDs(dir string, uid int) ([]string, error) {
 	etc := filepath.Join(dir, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
@@ -330,13 +333,14 @@ func asUserWithSubIDs(dir string, uid int) ([]string, error) {
 		return nil, err
 	}
 	passwd = fmt.Appendf(passwd, "grs-bench:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", uid, uid)
-	for name, body := range map[string][]byte{"passwd": passwd, "subids": fmt.Appendf(nil, "grs-bench:%d:65536\n", rootlessSubIDs)} {
+	subids := fmt.Appendf(nil, "grs-bench:%d:65536\n", rootlessSubIDs)
+	for name, body := range map[string][]byte{"passwd": passwd, "subuid": subids, "subgid": subids} {
 		if err := os.WriteFile(filepath.Join(etc, name), body, 0o644); err != nil {
 			return nil, err
 		}
 	}
 	id := strconv.Itoa(uid)
-	wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/subids" /etc/subuid && mount --bind "$1/subids" /etc/subgid && shift && exec "$@"`
+	wrap := `mount -t overlay -o "lowerdir=$1:/etc" overlay /etc && shift && exec "$@"`
 	return []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "as-user", etc,
 		"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, nil
 }

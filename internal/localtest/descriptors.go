@@ -2,7 +2,9 @@ package localtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +120,13 @@ func (in Inherited) CheckCommand(out string) []string {
 	}
 	return bad
 }
+
+// NotVisible reports whether err, from CheckProcess, says that the
+// process runs as a uid whose descriptors this process, not root, may not
+// list: a user's sandbox under its subordinate ids. Root checks those; a
+// test run as the user can only log them (the commands inside list
+// theirs).
+func NotVisible(err error) bool { return errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 }
 
 // CheckProcess returns the descriptors of process pid that are one of
 // in's objects.

@@ -25,18 +25,28 @@ import (
 // rest of its group to go.
 const waitDelay = 5 * time.Second
 
-// Run runs cmd, made by exec.CommandContext and not yet started, as the
-// leader of a new process group and, once it has exited, kills whatever
-// of its group is still running and waits until none of it is left, so
-// nothing it started outlives the call. A group still there after
-// waitDelay is an error joined to the command's own.
+// Run runs cmd, made by exec.CommandContext and not yet started, in a new
+// process group and, once it has exited, kills whatever of its group is
+// still running and waits until none of it is left, so nothing it started
+// outlives the call. A group still there after waitDelay is an error
+// joined to the command's own.
 //
 // The group goes with it when cmd's context ends (the whole group is
 // killed), and when this process ends, however it ends: the command has
 // the parent-death signal SIGKILL, and a guard in its group (guard) kills
-// what the command started.
+// what the command started. The guard starts first and leads the group,
+// and the command joins it: a process killed just after the command
+// started (before, the guard started second: on a busy machine the
+// command had started its children by then) leaves nothing running.
 func Run(cmd *exec.Cmd) error {
-	bind(cmd)
+	g, err := startGuard()
+	if err != nil {
+		// Unguarded, its children could outlive us: do not run it.
+		return fmt.Errorf("guard a process group: %w", err)
+	}
+	defer g.stop()
+	pgid := g.cmd.Process.Pid
+	bind(cmd, pgid)
 	// The kernel sends the parent-death signal when the thread that
 	// forked the command ends, not the process (prctl(2),
 	// PR_SET_PDEATHSIG), and the Go runtime ends a thread whose goroutine
@@ -47,34 +57,24 @@ func Run(cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	pgid := cmd.Process.Pid
-	g, gerr := startGuard(pgid)
-	if gerr != nil {
-		// Unguarded, its children could outlive us: do not run it.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		gerr = fmt.Errorf("guard process group %d: %w", pgid, gerr)
-	}
-	err := cmd.Wait()
-	rerr := errors.Join(gerr, reap(pgid, waitDelay))
-	if g != nil {
-		g.stop()
-	}
-	if rerr != nil {
+	err = cmd.Wait()
+	if rerr := reap(pgid, waitDelay); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	return err
 }
 
-// bind makes cmd the leader of a new process group, killed by SIGKILL
-// when this process's thread that starts it ends (Run holds it), and
-// makes the end of its context kill that whole group.
-func bind(cmd *exec.Cmd) {
+// bind puts cmd in process group pgid, killed by SIGKILL when this
+// process's thread that starts it ends (Run holds it), and makes the end
+// of its context kill that whole group.
+func bind(cmd *exec.Cmd, pgid int) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pgid = pgid
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return syscall.Kill(-pgid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 }
 
@@ -84,8 +84,8 @@ func bind(cmd *exec.Cmd) {
 // when this process ends, however it ends.
 const guardScript = "read x; kill -9 0"
 
-// guard is a shell in a command's process group that kills the group
-// when this process ends: the parent-death signal reaches only the
+// guard is a shell leading a command's process group that kills the
+// group when this process ends: the parent-death signal reaches only the
 // command itself, not the processes it started (the go command's
 // compiles, gcc, test binaries, git), which would otherwise run on.
 type guard struct {
@@ -93,9 +93,9 @@ type guard struct {
 	alive *os.File // the pipe's write end
 }
 
-// startGuard starts a guard in process group pgid, whose leader is
-// started and not yet waited for (so the group exists).
-func startGuard(pgid int) (*guard, error) {
+// startGuard starts a guard in a new process group of its own, for the
+// command to join.
+func startGuard() (*guard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func startGuard(pgid int) (*guard, error) {
 	cmd := exec.Command("/bin/sh", "-c", guardScript)
 	cmd.Stdin = r
 	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil, err

@@ -45,8 +45,20 @@ func TestRunEndsWhatTheCommandStarted(t *testing.T) {
 	dir := t.TempDir()
 	out, pidFile := filepath.Join(dir, "out"), filepath.Join(dir, "pid")
 	script := `(while :; do echo x >> "$1"; sleep 0.01; done) & echo $! > "$2"; sleep 600`
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// Killed once its child has written its pid and a first line, however
+	// late a busy machine runs them (a 300 ms timeout could end the
+	// command before it started the child).
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			pid, _ := os.ReadFile(pidFile)
+			if _, err := os.Stat(out); err == nil && strings.HasSuffix(string(pid), "\n") {
+				return
+			}
+		}
+	}()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script, "sh", out, pidFile)
 	if err := Run(cmd); err == nil {
 		t.Fatal("Run of a command its context killed returned no error")

@@ -91,7 +91,7 @@ func TestMetricsCountCommands(t *testing.T) {
 	}
 	// The companion wrote each command's end before its stream ended;
 	// the server reads the events a moment later.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for metricValue(t, ts, "sandbox_server_commands_total", `{api="process",outcome="signal"}`) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

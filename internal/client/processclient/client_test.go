@@ -52,7 +52,7 @@ func TestExecTimeoutKillsGroupAndKeepsOutput(t *testing.T) {
 	_, client := startServer(t, processapi.Config{})
 	res, err := Exec(context.Background(), client, goruntime.ExecRequest{
 		Command: "sleep 300 & echo $!; sleep 301",
-		Timeout: 500 * time.Millisecond,
+		Timeout: 5 * time.Second, // time for a busy machine's shell to print the pid first
 	}, ExecOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -156,12 +156,13 @@ func TestLimitOutcomeIsAnError(t *testing.T) {
 func TestTimeoutIsReported(t *testing.T) {
 	s, _ := newTestServer(t, Config{})
 	cs := connectMemory(t, s, nil)
-	res := call(t, cs, "run_go_code", map[string]any{"command": "echo before; sleep 10", "timeout_seconds": 0.5})
+	// 5 s: time for a busy machine's shell to print first.
+	res := call(t, cs, "run_go_code", map[string]any{"command": "echo before; sleep 30", "timeout_seconds": 5})
 	out := runOut(t, res)
 	if !res.IsError || !out.TimedOut || out.Outcome != "timeout" || out.ExitCode != 124 || out.Stdout != "before\n" {
 		t.Fatalf("timeout: isError=%v %+v", res.IsError, out)
 	}
-	if !strings.HasPrefix(text(res), "timeout: killed after 0.5s") {
+	if !strings.HasPrefix(text(res), "timeout: killed after 5s") {
 		t.Fatalf("text: %s", text(res))
 	}
 }
@@ -204,15 +205,12 @@ func TestCancellationKillsCommand(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
-	// The next call gets the session's turn right away and, past the
-	// command's end, finds no trace of its last step.
-	start := time.Now()
+	// The next call, past the command's end, finds no trace of its last
+	// step: had the command run on, or the call waited for it, finished
+	// would be there.
 	res := call(t, cs, "run_go_code", map[string]any{"command": "sleep 2.5; ls"})
 	if out := runOut(t, res); strings.Contains(out.Stdout, "finished") || !strings.Contains(out.Stdout, "started") {
 		t.Fatalf("cancelled command kept running: ls = %q", out.Stdout)
-	}
-	if d := time.Since(start); d > 8*time.Second {
-		t.Fatalf("next call waited %s", d)
 	}
 }
 

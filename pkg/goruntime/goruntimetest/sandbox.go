@@ -63,13 +63,29 @@ func (s *Sandbox) gone(op string) error {
 
 // Exec runs req with RunCommand in the sandbox's directory.
 func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
-	if err := s.gone("exec"); err != nil {
-		return nil, err
-	}
+	// Registered under the lock Close takes, and told its group under it
+	// too (started): either Close finds the group to kill, or the command
+	// finds the sandbox closed and kills its group itself. Registered
+	// after an unlocked check, or killed only once its group was known, a
+	// command Close raced on a busy machine ran to its end.
 	rc := &runningCmd{}
 	s.mu.Lock()
-	s.running[rc] = struct{}{}
+	closed := s.closed
+	if !closed {
+		s.running[rc] = struct{}{}
+	}
 	s.mu.Unlock()
+	if closed || s.dead.Load() {
+		return nil, fmt.Errorf("exec in fake sandbox %s: %w", s.id, goruntime.ErrSandboxGone)
+	}
+	started := func(pgid int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rc.pgid.Store(int64(pgid))
+		if s.closed {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.running, rc)
@@ -82,7 +98,7 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 		}
 		dir = filepath.Join(s.dir, req.Dir)
 	}
-	res, err := RunCommand(ctx, dir, nil, req, func(pgid int) { rc.pgid.Store(int64(pgid)) })
+	res, err := RunCommand(ctx, dir, nil, req, started)
 	if gerr := s.gone("exec"); gerr != nil {
 		return nil, gerr // closed or killed while it ran
 	}

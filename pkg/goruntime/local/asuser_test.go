@@ -17,7 +17,13 @@ import (
 // servers where the user can run them, a HOME closed to others holding
 // its state directory, and files that give the user an account and
 // subordinate ids in a mount namespace of the helper's own (the host's
-// stay as they are).
+// stay as they are). Those files are layered over the whole of /etc
+// (a read-only overlay), not bound over /etc/passwd and /etc/subuid one
+// by one: a file bound in another mount namespace is unmounted there
+// when the host replaces it (useradd, adduser and vipw rename a new
+// /etc/passwd over the old one), and the helper then had no account
+// ("newuidmap: Cannot determine your user name") whenever someone added
+// a user on a shared machine while it ran.
 type asUser struct {
 	uid                   int
 	bin, home, state, etc string
@@ -79,13 +85,20 @@ func newAsUser(t *testing.T, uid int, name string, firstSubID int, seed bool) *a
 		t.Fatal(err)
 	}
 	passwd = fmt.Appendf(passwd, "%s:x:%d:%d::/nonexistent:/usr/sbin/nologin\n", name, uid, uid)
-	for file, body := range map[string][]byte{
-		"passwd": passwd,
+	// One layer for each grant: etc/subids grants the subordinate ids,
+	// etc/none grants none.
+	for grants, subids := range map[string][]byte{
 		"subids": fmt.Appendf(nil, "%s:%d:65536\n", name, firstSubID),
 		"none":   nil,
 	} {
-		if err := os.WriteFile(filepath.Join(u.etc, file), body, 0o644); err != nil {
+		layer := filepath.Join(u.etc, grants)
+		if err := os.Mkdir(layer, 0o755); err != nil {
 			t.Fatal(err)
+		}
+		for file, body := range map[string][]byte{"passwd": passwd, "subuid": subids, "subgid": subids} {
+			if err := os.WriteFile(filepath.Join(layer, file), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return u
@@ -99,9 +112,9 @@ func (u *asUser) command(mode string, subIDs bool, env ...string) *exec.Cmd {
 	if subIDs {
 		grants = "subids"
 	}
-	wrap := `mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/$2" /etc/subuid && mount --bind "$1/$2" /etc/subgid && shift 2 && exec "$@"`
+	wrap := `mount -t overlay -o "lowerdir=$1:/etc" overlay /etc && shift && exec "$@"`
 	id := strconv.Itoa(u.uid)
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", u.etc, grants,
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", wrap, "wrap", filepath.Join(u.etc, grants),
 		"setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--", filepath.Join(u.bin, filepath.Base(os.Args[0])), "-test.run=^$")
 	cmd.Dir = u.home
 	cmd.Env = append([]string{helperEnv + "=" + mode, "LOCAL_TEST_SERVER=" + filepath.Join(u.bin, "sandbox-server"),

@@ -28,12 +28,12 @@ func freshState(t *testing.T) string {
 }
 
 // leaksAfter is what hostleaks.Find still finds of state and recs after
-// up to 10 s: the kernel frees a loop device once the last mount
+// up to a minute: the kernel frees a loop device once the last mount
 // namespace that held its file system (its sandbox's) is gone, shortly
 // after the sandbox's processes end.
 func leaksAfter(state string, recs []hostleaks.Sandbox, spares bool) []string {
 	var leaks []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		if leaks = hostleaks.Find(state, recs, spares); len(leaks) == 0 || time.Now().After(deadline) {
 			return leaks
 		}

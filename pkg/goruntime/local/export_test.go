@@ -1,6 +1,9 @@
 package local
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // SetFileCallDeadlines gives b's file calls (list, read, upload, unpack)
 // the deadline floor plus perMiB per MiB moved, instead of callFloor and
@@ -35,11 +38,47 @@ func WarmPoolStarting(b *Backend) int {
 }
 
 // SetWarmPoolShrinkAfter makes b's warm pool, once grown by demand, go
-// back to its size after d without an Open starting its own sandbox.
+// back to its size after d without an Open finding it empty; a pool grown
+// already counts d from the last such Open.
 func SetWarmPoolShrinkAfter(b *Backend, d time.Duration) {
 	b.pool.mu.Lock()
 	defer b.pool.mu.Unlock()
 	b.pool.shrinkAfter = d
+	if b.pool.shrink != nil {
+		b.pool.shrink.Reset(max(0, d-time.Since(b.pool.missed)))
+	}
+}
+
+// HoldStarts takes every one of b's start slots (open.go), waiting for
+// the starts under way to end: until release is called, a sandbox start
+// (an Open's own, or the warm pool's) waits for a slot, under way but
+// unable to finish, so a test sees the starts begun without racing them.
+// release may be called more than once.
+func HoldStarts(b *Backend) (release func()) {
+	for range cap(b.starts) {
+		b.starts <- struct{}{}
+	}
+	return sync.OnceFunc(func() {
+		for range cap(b.starts) {
+			<-b.starts
+		}
+	})
+}
+
+// WarmPoolWaiting is how many Opens of b wait for a pool start under way.
+func WarmPoolWaiting(b *Backend) int {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return b.pool.waiting
+}
+
+// WarmPoolState is, in one snapshot, how many sandboxes b's warm pool
+// holds ready, how many of its starts are under way and how many claimed
+// sandboxes it waits for to settle before filling past one.
+func WarmPoolState(b *Backend) (ready, starting, settling int) {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return len(b.pool.ready), b.pool.starting, b.pool.settling
 }
 
 // WarmPoolReadyIDs are the IDs of the sandboxes waiting in b's warm pool.

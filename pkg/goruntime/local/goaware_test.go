@@ -266,7 +266,7 @@ func TestGoAwareRaceDetector(t *testing.T) {
 		t.Skip("the race detector needs a C compiler on the host's /usr (apt-get install gcc)")
 	}
 	b := newBackend(t, testOptions())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if err := b.PrepareExtra(ctx); err != nil {
 		t.Fatal(err)

@@ -175,7 +175,11 @@ func threads(t *testing.T) int {
 // one each: 1,000 threads for 1,000 sandboxes, and Go aborts a program
 // past 10,000).
 func TestOpenHoldsNoThreadPerSandbox(t *testing.T) {
-	b := newBackend(t, testOptions())
+	// Small sandboxes: as a user, 17 of the default size (2 GiB each with
+	// the memory disk) are past the memory budget of half the host.
+	opts := smallDisk(testOptions())
+	opts.MemoryBytes = local.MinMemoryBytes
+	b := newBackend(t, opts)
 	openRaw(t, b) // the runtime's own threads for an Open, once
 	before := threads(t)
 	const n = 16

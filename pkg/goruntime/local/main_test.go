@@ -86,7 +86,7 @@ func newBackend(tb testing.TB, opts local.Options) *local.Backend {
 	if err != nil {
 		tb.Fatalf("local backend unavailable (run scripts/install-deps.sh): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithCancel(tb.Context()) // a seed build from scratch passed 15 min on a busy 2-CPU machine
 	defer cancel()
 	tb.Cleanup(func() {
 		if err := b.Close(context.Background()); err != nil {

@@ -21,7 +21,7 @@ import (
 // (Options.StartTimeout, 15 s) and the rest is margin for a busy machine;
 // an Open that waited for the seed would wait for the test's lock, past
 // any bound.
-const seedlessOpenBound = 2 * time.Minute
+const seedlessOpenBound = 10 * time.Minute
 
 // jsonMain is a second program, needing packages hello world does not.
 const jsonMain = "package main\n\nimport (\n\t\"encoding/json\"\n\t\"fmt\"\n\t\"strings\"\n)\n\n" +
@@ -121,7 +121,7 @@ func TestOpenWithoutSeed(t *testing.T) {
 		t.Fatalf("open while the seed cannot complete: %v", err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	long := 5 * time.Minute // a first build of the standard library on a busy machine
+	long := 20 * time.Minute // a first build of the standard library on a busy machine (the demo's passed 2 min at load 50 on 2 CPUs)
 	res := mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "main.go", Data: []byte(helloMain)}}, Command: "go run main.go", Timeout: long})
 	if res.Stdout != "hello, world\n" {
 		t.Errorf("hello world printed %q", res.Stdout)
@@ -182,7 +182,7 @@ func TestOpenWithoutSeed(t *testing.T) {
 	}
 
 	release()
-	pctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	pctx, cancel := context.WithCancel(t.Context()) // a seed build from scratch passed 15 min on a busy 2-CPU machine
 	defer cancel()
 	if err := b.Prepare(pctx); err != nil {
 		t.Fatalf("prepare the seed after the lock's release: %v", err)

@@ -132,7 +132,8 @@ func TestFakeServerAnswerBounded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "larger than any it sends") {
 		t.Fatalf("exec against a server with an endless answer: %v, want the answer-too-large error", err)
 	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("the bounded read took %v", d)
+	// Bounded by the client, not by the caller's deadline.
+	if ctx.Err() != nil {
+		t.Errorf("the read ended only at the caller's deadline, after %v", time.Since(start))
 	}
 }

@@ -13,13 +13,19 @@ import (
 
 // The scenarios Scenarios lists, one function each.
 
+// goTimeout is the timeout_seconds of the scenarios' go commands: the
+// scenarios check what the tools answer, not how fast the machine builds,
+// and a go build without the seed build cache on a busy 2-CPU machine took
+// past the default 60 s. It is the server's default --max-timeout.
+const goTimeout = 600
+
 func singleFile(ctx context.Context, t Target) error {
 	cs, done, err := session(ctx, t, nil)
 	if err != nil {
 		return err
 	}
 	defer done()
-	r, err := RunGo(ctx, cs, HelloFiles(), "go run main.go", 0)
+	r, err := RunGo(ctx, cs, HelloFiles(), "go run main.go", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -47,7 +53,7 @@ import (
 func main() { fmt.Println("args:", strings.Join(os.Args[1:], ",")) }
 `,
 	}
-	r, err := RunGo(ctx, cs, files, "go build -o app . && ./app first", 0)
+	r, err := RunGo(ctx, cs, files, "go build -o app . && ./app first", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -91,14 +97,14 @@ func TestHello(t *testing.T) {
 }
 `,
 	}
-	r, err := RunGo(ctx, cs, files, "go run .", 0)
+	r, err := RunGo(ctx, cs, files, "go run .", goTimeout)
 	if err != nil {
 		return err
 	}
 	if err := expect(!r.IsError && r.Out.Stdout == "hello, gopher\n", "go run . of a module with a sub-package", r); err != nil {
 		return err
 	}
-	r, err = RunGo(ctx, cs, nil, "go test ./...", 0)
+	r, err = RunGo(ctx, cs, nil, "go test ./...", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -106,7 +112,7 @@ func TestHello(t *testing.T) {
 		return err
 	}
 	// A failing test is reported as such.
-	r, err = RunGo(ctx, cs, map[string]string{"internal/greet/fail_test.go": "package greet\n\nimport \"testing\"\n\nfunc TestFail(t *testing.T) { t.Fatal(\"boom\") }\n"}, "go test ./...", 0)
+	r, err = RunGo(ctx, cs, map[string]string{"internal/greet/fail_test.go": "package greet\n\nimport \"testing\"\n\nfunc TestFail(t *testing.T) { t.Fatal(\"boom\") }\n"}, "go test ./...", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func compileError(ctx context.Context, t Target) error {
 	}
 	defer done()
 	files := map[string]string{"main.go": "package main\n\nfunc main() {\n\tfmt.Println(undefinedName)\n}\n"}
-	r, err := RunGo(ctx, cs, files, "go run main.go", 0)
+	r, err := RunGo(ctx, cs, files, "go run main.go", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -160,7 +166,7 @@ func timeout(ctx context.Context, t Target) error {
 		return err
 	}
 	defer done()
-	r, err := RunGo(ctx, cs, spinFiles(), "go build -o spin .", 0)
+	r, err := RunGo(ctx, cs, spinFiles(), "go build -o spin .", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -196,7 +202,7 @@ func cancellation(ctx context.Context, t Target) error {
 		return err
 	}
 	defer done()
-	r, err := RunGo(ctx, cs, spinFiles(), "go build -o spin .", 0)
+	r, err := RunGo(ctx, cs, spinFiles(), "go build -o spin .", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -262,7 +268,7 @@ func main() {
 	os.Exit(2)
 }
 `}
-	r, err := RunGo(ctx, cs, files, "go build -o both main.go && ./both", 0)
+	r, err := RunGo(ctx, cs, files, "go build -o both main.go && ./both", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -302,7 +308,7 @@ func main() {
 	w.Flush()
 }
 `}
-	r, err := RunGo(ctx, cs, files, "go run main.go", 0)
+	r, err := RunGo(ctx, cs, files, "go run main.go", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -319,7 +325,7 @@ func readListReset(ctx context.Context, t Target) error {
 		return err
 	}
 	defer done()
-	r, err := RunGo(ctx, cs, map[string]string{"go.mod": goMod, "pkg/a/a.go": "package a\n"}, "go build ./... && echo built > out.txt", 0)
+	r, err := RunGo(ctx, cs, map[string]string{"go.mod": goMod, "pkg/a/a.go": "package a\n"}, "go build ./... && echo built > out.txt", goTimeout)
 	if err != nil {
 		return err
 	}
@@ -342,7 +348,7 @@ func readListReset(ctx context.Context, t Target) error {
 		return fmt.Errorf("list_files after reset: %q isError=%v err=%v", txt, isErr, err)
 	}
 	// The build cache survived: rebuilding the same package still works.
-	r, err = RunGo(ctx, cs, HelloFiles(), "go run main.go", 0)
+	r, err = RunGo(ctx, cs, HelloFiles(), "go run main.go", goTimeout)
 	if err != nil {
 		return err
 	}

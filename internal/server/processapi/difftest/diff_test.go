@@ -90,6 +90,18 @@ func execute(t *testing.T, tg *target, cfg *processv1.ProcessConfig) string {
 // each stream's bytes, and the exit code (or the gRPC code it failed
 // with). during, if set, runs once the InitEvent has arrived.
 func stream(t *testing.T, tg *target, req *processv1.StartRequest, during func(ctx context.Context, pid int32)) string {
+	return streamDuring(t, tg, req, during, false)
+}
+
+// streamOnOutput is stream with during run once the command's first
+// stdout has arrived as well: the command has done what it prints after
+// (started its children, set its trap), however late a busy machine ran
+// it, where a sleep before during could end first.
+func streamOnOutput(t *testing.T, tg *target, req *processv1.StartRequest, during func(ctx context.Context, pid int32)) string {
+	return streamDuring(t, tg, req, during, true)
+}
+
+func streamDuring(t *testing.T, tg *target, req *processv1.StartRequest, during func(ctx context.Context, pid int32), onOutput bool) string {
 	ctx := callCtx(t)
 	st, err := tg.grpc.Start(ctx, req)
 	if err != nil {
@@ -97,6 +109,7 @@ func stream(t *testing.T, tg *target, req *processv1.StartRequest, during func(c
 	}
 	var out, errOut bytes.Buffer
 	desc := ""
+	var pid int32
 	for i := 0; ; i++ {
 		ev, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -112,11 +125,17 @@ func stream(t *testing.T, tg *target, req *processv1.StartRequest, during func(c
 			} else {
 				desc += "late-init "
 			}
-			if during != nil {
-				during(ctx, e.Init.GetProcessId())
+			pid = e.Init.GetProcessId()
+			if during != nil && !onOutput {
+				during(ctx, pid)
+				during = nil
 			}
 		case *processv1.StartResponse_Stdout:
 			out.Write(e.Stdout)
+			if during != nil && onOutput {
+				during(ctx, pid)
+				during = nil
+			}
 		case *processv1.StartResponse_Stderr:
 			errOut.Write(e.Stderr)
 		case *processv1.StartResponse_Exit:
@@ -129,7 +148,6 @@ func stream(t *testing.T, tg *target, req *processv1.StartRequest, during func(c
 func processCases() []diffCase {
 	sigterm := func(t *testing.T, tg *target) func(context.Context, int32) {
 		return func(ctx context.Context, pid int32) {
-			time.Sleep(100 * time.Millisecond) // let the shell start its children
 			if _, err := tg.grpc.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: pid, Signal: processv1.Signal_SIGNAL_SIGTERM}); err != nil {
 				t.Errorf("%s SendSignal: %v", tg.name, err)
 			}
@@ -256,7 +274,7 @@ func processCases() []diffCase {
 			return code(err)
 		}},
 		{name: "SendSignal/SIGTERM ends the command", run: func(t *testing.T, tg *target) string {
-			return stream(t, tg, &processv1.StartRequest{Config: sh("echo started; sleep 300")}, sigterm(t, tg))
+			return streamOnOutput(t, tg, &processv1.StartRequest{Config: sh("echo started; sleep 300")}, sigterm(t, tg))
 		}, known: &known{
 			upstream: `init stdout="started\n" stderr="" exit=-1`,
 			ours:     `init stdout="started\n" stderr="" exit=143`,
@@ -264,7 +282,7 @@ func processCases() []diffCase {
 		}},
 		{name: "SendSignal/SIGTERM stops the whole process group", run: func(t *testing.T, tg *target) string {
 			var child int
-			desc := stream(t, tg, &processv1.StartRequest{Config: sh("sleep 300 & echo $!; sleep 301")}, sigterm(t, tg))
+			desc := streamOnOutput(t, tg, &processv1.StartRequest{Config: sh("sleep 300 & echo $!; sleep 301")}, sigterm(t, tg))
 			// The background child's pid is the first line of stdout.
 			if i := strings.Index(desc, `stdout="`); i >= 0 {
 				child, _ = strconv.Atoi(strings.TrimSuffix(strings.SplitN(desc[i+8:], `\n`, 2)[0], `"`))
@@ -273,12 +291,11 @@ func processCases() []diffCase {
 				return "no child pid in " + desc
 			}
 			defer syscall.Kill(child, syscall.SIGKILL)
-			return fmt.Sprintf("background child gone=%v", goneWithin(child, 10*time.Second))
+			return fmt.Sprintf("background child gone=%v", goneWithin(child, time.Minute))
 		}},
 		{name: "SendSignal/SIGINT to a shell loop", run: func(t *testing.T, tg *target) string {
-			return stream(t, tg, &processv1.StartRequest{Config: sh("trap 'echo caught; exit 5' INT; echo ready; while :; do sleep 0.05; done")},
+			return streamOnOutput(t, tg, &processv1.StartRequest{Config: sh("trap 'echo caught; exit 5' INT; echo ready; while :; do sleep 0.05; done")},
 				func(ctx context.Context, pid int32) {
-					time.Sleep(200 * time.Millisecond)
 					if _, err := tg.grpc.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: pid, Signal: processv1.Signal_SIGNAL_SIGINT}); err != nil {
 						t.Errorf("%s SendSignal: %v", tg.name, err)
 					}
@@ -316,10 +333,12 @@ func processCases() []diffCase {
 			}
 			defer syscall.Kill(child, syscall.SIGKILL)
 			cancel()
-			return fmt.Sprintf("background child gone=%v", goneWithin(child, 3*time.Second))
+			return fmt.Sprintf("background child gone=%v", goneWithin(child, time.Minute))
 		}},
 		{name: "Execute/deadline passes while a background child runs", run: func(t *testing.T, tg *target) string {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			// Long enough for a busy machine's shell to start the child
+			// and write its pid first.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_, err := tg.grpc.Execute(ctx, &processv1.ExecuteRequest{Config: sh("sleep 300 & echo $! > bg.pid; wait")})
 			data, rerr := os.ReadFile(filepath.Join(tg.root, "bg.pid"))
@@ -328,7 +347,7 @@ func processCases() []diffCase {
 				return fmt.Sprintf("%s, no child pid: %v", code(err), rerr)
 			}
 			defer syscall.Kill(child, syscall.SIGKILL)
-			return fmt.Sprintf("%s background child gone=%v", code(err), goneWithin(child, 3*time.Second))
+			return fmt.Sprintf("%s background child gone=%v", code(err), goneWithin(child, time.Minute))
 		}},
 		{name: "PTY/size and output", run: func(t *testing.T, tg *target) string {
 			// Upstream sizes the PTY only after the child has started, so a

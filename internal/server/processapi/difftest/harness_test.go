@@ -158,10 +158,11 @@ func dialGRPC(t *testing.T, target string) processv1.ProcessServiceClient {
 	return processv1.NewProcessServiceClient(conn)
 }
 
-// waitHealthy polls /v1/health until it answers 200, for at most 30 s.
+// waitHealthy polls /v1/health until it answers 200, for at most 2 minutes
+// (a busy machine is slow to start a server).
 func waitHealthy(t *testing.T, tg *target) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		resp, err := tg.http.Get(tg.base + "/v1/health")
 		if err == nil {
@@ -171,7 +172,7 @@ func waitHealthy(t *testing.T, tg *target) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: /v1/health not ready after 30 s: %v", tg.name, err)
+			t.Fatalf("%s: /v1/health not ready after 2 minutes: %v", tg.name, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -298,7 +299,7 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
-// goneWithin polls pid for up to d.
+// goneWithin polls pid until it is gone, for up to d.
 func goneWithin(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
