@@ -45,7 +45,7 @@ cd /
 {
 	find app ` + homeRel + ` -xdev ! -path '` + cacheRel + `/*' -print0
 	if [ "$1" = listed ]; then cat; elif [ -d ` + cacheRel + ` ]; then find ` + cacheRel + ` -type f -user "$(id -u)" -print0; fi
-} | tar -cf - --null --no-recursion -T -
+} | tar -cf - --sparse --null --no-recursion -T -
 `
 
 var putScript = `set -e

@@ -95,20 +95,54 @@ type Temp struct {
 	File *os.File
 	n    int64
 	max  int64
+	// store and held (what its live snapshots held when t was started)
+	// bound the tars written at once: see Write.
+	store   Store
+	held    int64
+	checked int64 // n at the last look at the other tars
 }
+
+// inFlightEvery is how many bytes a tar grows between two looks at what
+// all tars being written hold together.
+const inFlightEvery = 16 << 20
 
 // Path is the tar's path.
 func (t *Temp) Path() string { return t.File.Name() }
 
 // Write writes p to the tar, failing with ErrQuota once it would pass
-// the quota on its own.
+// the quota on its own, or once the live snapshots and every tar being
+// written (other sandboxes' snapshots and forks taken at once, by any
+// process on this state directory) would hold more than the quota
+// together: so concurrent snapshots cannot fill the host's disk with
+// quota-sized tars that commit then refuses.
 func (t *Temp) Write(p []byte) (int, error) {
 	if t.n+int64(len(p)) > t.max {
 		return 0, fmt.Errorf("%w: the snapshot alone is over the quota of %d bytes", ErrQuota, t.max)
 	}
+	if t.n+int64(len(p))-t.checked >= inFlightEvery {
+		t.checked = t.n
+		if writing := t.store.writing(); t.held+writing > t.max {
+			return 0, fmt.Errorf("%w: the snapshots of this state directory hold %d bytes and those being taken now %d more, past the quota of %d bytes: try again when they are done, or delete snapshots",
+				ErrQuota, t.held, writing, t.max)
+		}
+	}
 	n, err := t.File.Write(p)
 	t.n += int64(n)
 	return n, err
+}
+
+// writing is the disk the tars being written hold together (allocated
+// blocks: a sparse file counts what it holds).
+func (s Store) writing() int64 {
+	tars, _ := filepath.Glob(filepath.Join(s.tmp(), "*", "files.tar"))
+	var sum int64
+	for _, p := range tars {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			sum += st.Blocks * 512
+		}
+	}
+	return sum
 }
 
 // Size is how many bytes were written.
@@ -120,8 +154,12 @@ func (t *Temp) Remove() error {
 	return os.RemoveAll(t.Dir)
 }
 
-// NewTemp starts a tar, capped at the quota.
+// NewTemp starts a tar, capped at the quota (see Temp.Write).
 func (s Store) NewTemp() (*Temp, error) {
+	held, err := s.Prune()
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(s.tmp(), 0o700); err != nil {
 		return nil, fmt.Errorf("create snapshot directory: %w", err)
 	}
@@ -134,7 +172,7 @@ func (s Store) NewTemp() (*Temp, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("create snapshot file: %w", err)
 	}
-	return &Temp{Dir: dir, File: f, max: s.Quota}, nil
+	return &Temp{Dir: dir, File: f, max: s.Quota, store: s, held: held}, nil
 }
 
 // Commit makes t owner's snapshot m (ID, Bytes and Owner are set here):

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -90,5 +91,47 @@ func TestQuotaAndTTL(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.ownerDir("carol"), short.ID)); !os.IsNotExist(err) {
 		t.Errorf("an expired snapshot's files after prune: %v", err)
+	}
+}
+
+// TestTarsBeingWrittenShareTheQuota: snapshots taken at once (two
+// sandboxes' tars being written) cannot together hold more than the
+// quota on the host's disk, though each alone is under it.
+func TestTarsBeingWrittenShareTheQuota(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 40 << 20}
+	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	write := func(tmp *Temp, mib int) error {
+		for range mib {
+			if _, err := tmp.Write(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	first, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Remove()
+	if err := write(first, 30); err != nil {
+		t.Fatalf("the first tar, 30 of 40 MiB: %v", err)
+	}
+	second, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Remove()
+	err = write(second, 20)
+	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "being taken now") {
+		t.Fatalf("a second tar of 20 MiB while the first holds 30 of the 40 MiB quota: got %v, want ErrQuota naming the snapshots being taken", err)
+	}
+	first.Remove()
+	third, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Remove()
+	if err := write(third, 20); err != nil {
+		t.Fatalf("20 MiB once the first tar is gone: %v", err)
 	}
 }
