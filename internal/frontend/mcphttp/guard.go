@@ -47,6 +47,9 @@ type Config struct {
 	// IdleTimeout closes a connection that waits this long for its next
 	// request (NewServer); 0 means DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// BodyTimeout bounds reading one request's body (NewServer); 0
+	// means DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Logger receives refused requests (401, 403) and the server's own
 	// errors, at most ratelog.OutsideBurst a minute each and a summary
 	// of the rest; nil logs neither.
@@ -58,6 +61,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.MaxConns < 0 {
 		return fmt.Errorf("max connections %d: must not be negative (0 means the default, %d)", c.MaxConns, DefaultMaxConns)
+	}
+	if c.BodyTimeout < 0 {
+		return fmt.Errorf("body timeout %s: must not be negative (0 means the default, %s)", c.BodyTimeout, DefaultBodyTimeout)
 	}
 	if c.IdleTimeout < 0 {
 		return fmt.Errorf("idle timeout %s: must not be negative (0 means the default, %s)", c.IdleTimeout, DefaultIdleTimeout)

@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,10 +27,13 @@ const (
 	DefaultIdleTimeout = 2 * time.Minute
 	// readHeaderTimeout bounds reading a request's header.
 	readHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout is Config.BodyTimeout's default: a 4 MiB
+	// request at 70 KB/s.
+	DefaultBodyTimeout = time.Minute
 )
 
 // NewServer returns the http.Server for h (Handler's result) with cfg's
-// limits: header read and idle timeouts, and its own errors (accept
+// limits: header, body read and idle timeouts, and its own errors (accept
 // failures, broken handshakes) logged to cfg.Logger at a bounded rate.
 // Serve it on Listen's listener.
 func NewServer(h http.Handler, cfg Config) *http.Server {
@@ -37,7 +41,11 @@ func NewServer(h http.Handler, cfg Config) *http.Server {
 	if idle <= 0 {
 		idle = DefaultIdleTimeout
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idle}
+	body := cfg.BodyTimeout
+	if body <= 0 {
+		body = DefaultBodyTimeout
+	}
+	srv := &http.Server{Handler: bodyDeadline(h, body), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idle}
 	if cfg.Logger != nil {
 		srv.ErrorLog = slog.NewLogLogger(ratelog.Outside(cfg.Logger).Handler(), slog.LevelWarn)
 	}
@@ -93,3 +101,41 @@ func (w *refusalWriter) Flush() {
 }
 
 func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bodyDeadline bounds the time reading a request's body takes, so a
+// client trickling a body (a byte every few seconds) cannot hold a
+// connection, one of Config.MaxConns, for longer: past the deadline the
+// read fails and the connection closes. The deadline is lifted once the
+// body is read to its end, so a response that takes long (an SSE
+// stream, a long tool call) is not cut; http.Server's own ReadTimeout
+// would cut it.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts its connection's read deadline once the body has
+// been read to its end. A body that failed (the deadline passed) or was
+// left unread keeps it: the server's own read of what is left of the body
+// then fails too, and the connection closes.
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}

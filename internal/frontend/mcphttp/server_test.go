@@ -213,3 +213,66 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestTrickledBodyCloses: a client that sends a request's header and then
+// its body a byte at a time, slower than BodyTimeout allows, loses the
+// connection (before, it held one of MaxConns for as long as it kept
+// trickling); a body sent in time, then a response that outlasts the
+// body timeout many times (a long tool call), is served whole.
+func TestTrickledBodyCloses(t *testing.T) {
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		<-release
+		fmt.Fprintf(w, "got %d bytes", len(body))
+	})
+	addr := serveLimited(t, h, Config{BodyTimeout: 100 * time.Millisecond})
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\nx", addr); err != nil {
+		t.Fatal(err)
+	}
+	// Keep trickling until the server closes the connection.
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for range 300 {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := conn.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, rerr := br.ReadByte()
+	var ne net.Error
+	if errors.As(rerr, &ne) && ne.Timeout() {
+		t.Fatalf("a trickled body still held its connection 30 s later (body timeout 100 ms)")
+	}
+	<-trickled
+
+	done := make(chan struct{})
+	var resp *http.Response
+	go func() {
+		defer close(done)
+		resp, err = http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader(strings.Repeat("y", 500)))
+	}()
+	time.Sleep(20 * 100 * time.Millisecond) // twenty body timeouts after the body was read
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatalf("a long call after its body was read: %v", err)
+	}
+	defer resp.Body.Close()
+	if got, err := io.ReadAll(resp.Body); string(got) != "got 500 bytes" || err != nil {
+		t.Errorf("a long call after its body was read got %q, %v; want the whole answer", got, err)
+	}
+}
