@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -147,8 +149,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if _, ok := s.browsers.lookup(r); !ok || r.PathValue("id") != "" {
-		if _, err := s.browsers.mint(w, r); err != nil {
-			s.fail(w, http.StatusServiceUnavailable, err)
+		if _, err := s.browsers.mint(w, r, principal(r)); err != nil {
+			code := http.StatusServiceUnavailable
+			if errors.Is(err, errClientFull) {
+				code = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", strconv.Itoa(int(unusedTTL/time.Second)))
+			}
+			s.fail(w, code, err)
 			return
 		}
 	}
@@ -241,13 +248,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // session returns the browser session of an API request, or answers 403
-// when it has none.
+// when it has none. The caller marks it used (browser.use) once the call
+// is accepted.
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (*browser, bool) {
 	b, ok := s.browsers.lookup(r)
 	if !ok {
 		s.fail(w, http.StatusForbidden, errors.New("no playground session (the page's cookie is missing or has expired): reload the page"))
 		return nil, false
 	}
-	b.use()
 	return b, true
 }
