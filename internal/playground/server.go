@@ -36,6 +36,7 @@ type Server struct {
 	pool     *sessions.Pool
 	browsers *browsers
 	store    *store
+	shares   *rateLimiter // shares per principal
 	static   fs.FS
 	handler  http.Handler
 }
@@ -57,6 +58,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("playground: embedded assets: %w", err)
 	}
+	st, err := newStore(cfg.ShareDir, cfg.MaxShareBytes, cfg.MaxShareStoreBytes)
+	if err != nil {
+		return nil, fmt.Errorf("playground: %w", err)
+	}
 	s := &Server{
 		cfg: cfg,
 		log: log,
@@ -68,7 +73,8 @@ func New(cfg Config) (*Server, error) {
 			Logger:          log,
 		}),
 		browsers: newBrowsers(cfg.MaxBrowserSessions),
-		store:    &store{dir: cfg.ShareDir, max: cfg.MaxShareBytes},
+		store:    st,
+		shares:   newRateLimiter(cfg.SharesPerMinute),
 		static:   static,
 	}
 	api := http.NewServeMux()
@@ -205,8 +211,20 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int,
 	return data, 0, nil
 }
 
-// share stores the request's text and answers its link.
+// share stores the request's text and answers its link: for a browser
+// session only, SharesPerMinute a principal (429 past it), while the
+// store holds less than MaxShareStoreBytes (507 past it).
 func (s *Server) share(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	if ok, wait := s.shares.take(principal(r), time.Now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		s.fail(w, http.StatusTooManyRequests, fmt.Errorf("too many shares: at most %d a minute; try again in %d s", s.cfg.SharesPerMinute, secs))
+		return
+	}
 	data, code, err := readBody(w, r, s.cfg.MaxShareBytes)
 	if err != nil {
 		if code == http.StatusRequestEntityTooLarge {
@@ -220,10 +238,15 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := s.store.put(data)
+	if errors.Is(err, errStoreFull) {
+		s.fail(w, http.StatusInsufficientStorage, err)
+		return
+	}
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
+	b.use() // stored: accepted
 	writeJSON(w, map[string]string{"id": id, "url": "/p/" + id})
 }
 
