@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokenFile   = fs.String("auth-token-file", "", "require \"Authorization: Bearer <token>\" on the API with the token in this file (the page asks for it once per tab); empty: no auth")
 		tokensFile  = fs.String("auth-tokens-file", "", "named principals, a file of name:token lines (as mcp-server's): each name's sandboxes count against its share (--max-sandboxes-per-principal)")
 		maxShareKiB = fs.Int64("max-share-kb", cfg.MaxShareBytes>>10, "largest shared text, KiB (413 past it)")
+		maxStoreMiB = fs.Int64("max-share-store-mb", cfg.MaxShareStoreBytes>>20, "most MiB all shared texts in --share-dir hold together (507 past it for a new text)")
 		maxReqKiB   = fs.Int64("max-request-kb", cfg.MaxRequestBytes>>10, "largest API request, KiB (413 past it)")
 	)
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", cfg.OpenTimeout, "how long to wait for a sandbox to start")
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxSandboxes, "max-sandboxes", cfg.MaxSandboxes, "most sandboxes open at once; past it a call is refused until others end (0: no bound)")
 	fs.IntVar(&cfg.MaxPerPrincipal, "max-sandboxes-per-principal", cfg.MaxPerPrincipal, "most sandboxes one principal holds at once (an auth token's name; without auth, a client address) (0: no bound)")
 	fs.IntVar(&cfg.MaxBrowserSessions, "max-browser-sessions", cfg.MaxBrowserSessions, "most browser sessions remembered at once; past it a new page load gets 503")
+	fs.IntVar(&cfg.SharesPerMinute, "shares-per-minute", cfg.SharesPerMinute, "most shares one principal makes a minute (429 past it)")
 	fs.IntVar(&cfg.MaxFiles, "max-files", cfg.MaxFiles, "most files in one module")
 	fs.IntVar(&cfg.HTTP.MaxConns, "max-connections", cfg.HTTP.MaxConns, "most connections held at once; more wait in the listen queue")
 	fs.Func("allowed-origin", "a browser origin (scheme://host[:port]) allowed to call the API besides the server's own when that is an IP address or localhost; repeatable (serving under a DNS name: give its origin here)", func(v string) error {
@@ -82,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.ShareDir = *shareDir
 	cfg.MaxShareBytes = *maxShareKiB << 10
+	cfg.MaxShareStoreBytes = *maxStoreMiB << 20
 	cfg.MaxRequestBytes = *maxReqKiB << 10
 	cfg.Logger = log
 	tok, err := mcphttp.ReadToken(*tokenFile, noEnv)

@@ -121,6 +121,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--no-such-flag"}, cliflags.ExitUsage, "flag provided but not defined"},
 		{[]string{"stray"}, cliflags.ExitUsage, "stray"},
 		{[]string{"--max-share-kb=0"}, cliflags.ExitUsage, "MaxShareBytes 0: must be positive"},
+		{[]string{"--max-share-store-mb=0"}, cliflags.ExitUsage, "MaxShareStoreBytes 0: must be positive"},
+		{[]string{"--shares-per-minute=0"}, cliflags.ExitUsage, "SharesPerMinute 0: must be positive"},
 		{[]string{"--allowed-origin=evil"}, cliflags.ExitUsage, `allowed origin "evil"`},
 		{[]string{"--log-level=loud"}, cliflags.ExitUsage, "want debug, info, warn or error"},
 	} {

@@ -88,6 +88,7 @@ func (s *Server) action(fn actionFunc) http.HandlerFunc {
 			Announce:  func(msg string) { out.send(event{Kind: "status", Text: msg}) },
 		}, func(sess *goruntime.Session, idle time.Duration) error {
 			reaped = idle
+			b.use() // valid, and given its sandbox: accepted
 			if b.needsReset(sess.ID(), m.names) {
 				if err := sess.Reset(ctx); err != nil {
 					return fmt.Errorf("empty /app of files the editor no longer has: %w", err)
@@ -248,6 +249,7 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 	var others []string
 	err := s.pool.Do(r.Context(), sessions.Call{Key: b.key, Principal: principal(r), Ended: func() <-chan struct{} { return b.ended }, Open: true},
 		func(sess *goruntime.Session, _ time.Duration) error {
+			b.use() // given its sandbox: accepted
 			ts, ok := sess.Sandbox().(goruntime.ToolchainSandbox)
 			if !ok {
 				return nil

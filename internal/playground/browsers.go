@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -18,7 +19,12 @@ import (
 // Config.SessionTTL without a request (their slot, and a sandbox still
 // open, end then), or after unusedTTL when no API call ever came: the
 // page calls at once, so a session without one is a load that was not a
-// browser's (a script minting cookies to fill MaxBrowserSessions).
+// browser's (a script minting cookies to fill MaxBrowserSessions). A call
+// counts only once it is accepted (valid, and given the sandbox or the
+// store), so refused calls do not keep a minted cookie. One client (the
+// principal of the page load: without auth its address) holds at most
+// perClient(MaxBrowserSessions) sessions, so that no one client fills the
+// server.
 
 // cookieName is the browser session's cookie.
 const cookieName = "playground_session"
@@ -29,12 +35,20 @@ const unusedTTL = time.Minute
 // errTooManyBrowsers: MaxBrowserSessions are remembered.
 var errTooManyBrowsers = errors.New("too many browser sessions on this server; try again later")
 
+// errClientFull is wrapped by mint's error when the client holds its
+// share of the sessions.
+var errClientFull = errors.New("too many browser sessions from this client")
+
+// perClient is one client's share of max sessions: a quarter, at least 1.
+func perClient(total int) int { return max(1, total/4) }
+
 // browser is one browser session.
 type browser struct {
 	// key names the session in the pool and in logs: random, and not
 	// the cookie, which no log may hold.
-	key   string
-	ended chan struct{} // closed when the session is forgotten: its slot ends
+	key    string
+	client string        // who loaded the page (principal), whose share it counts against
+	ended  chan struct{} // closed when the session is forgotten: its slot ends
 
 	mu       sync.Mutex
 	lastSeen time.Time
@@ -45,18 +59,19 @@ type browser struct {
 
 // browsers are the sessions the server remembers.
 type browsers struct {
-	max int
+	max, perClient int
 
-	mu sync.Mutex
-	m  map[string]*browser
+	mu       sync.Mutex
+	m        map[string]*browser
+	byClient map[string]int // sessions remembered per client
 }
 
 func newBrowsers(max int) *browsers {
-	return &browsers{max: max, m: map[string]*browser{}}
+	return &browsers{max: max, perClient: perClient(max), m: map[string]*browser{}, byClient: map[string]int{}}
 }
 
-// mint makes a new session and sets its cookie on w.
-func (bs *browsers) mint(w http.ResponseWriter, r *http.Request) (string, error) {
+// mint makes a new session of client's and sets its cookie on w.
+func (bs *browsers) mint(w http.ResponseWriter, r *http.Request, client string) (string, error) {
 	var raw [32 + 8]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
@@ -68,7 +83,13 @@ func (bs *browsers) mint(w http.ResponseWriter, r *http.Request) (string, error)
 		bs.mu.Unlock()
 		return "", errTooManyBrowsers
 	}
-	bs.m[id] = &browser{key: key, ended: make(chan struct{}), lastSeen: time.Now()}
+	if n := bs.byClient[client]; n >= bs.perClient {
+		bs.mu.Unlock()
+		return "", fmt.Errorf("%w: it holds %d, at most %d of the server's %d; one that makes no accepted call is forgotten after %s idle, try again then",
+			errClientFull, n, bs.perClient, bs.max, unusedTTL)
+	}
+	bs.byClient[client]++
+	bs.m[id] = &browser{key: key, client: client, ended: make(chan struct{}), lastSeen: time.Now()}
 	bs.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
@@ -93,7 +114,8 @@ func (bs *browsers) lookup(r *http.Request) (*browser, bool) {
 	return b, true
 }
 
-// use marks the session as one the page calls from.
+// use marks the session as one the page calls from: a call of its was
+// accepted.
 func (b *browser) use() {
 	b.mu.Lock()
 	b.used = true
@@ -114,6 +136,9 @@ func (bs *browsers) sweep(idle time.Duration) int {
 		b.mu.Unlock()
 		if old {
 			delete(bs.m, id)
+			if bs.byClient[b.client]--; bs.byClient[b.client] <= 0 {
+				delete(bs.byClient, b.client)
+			}
 			close(b.ended)
 			n++
 		}

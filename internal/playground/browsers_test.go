@@ -8,10 +8,10 @@ import (
 
 func TestUnusedSessionsForgotten(t *testing.T) {
 	bs := newBrowsers(3)
-	mint := func() *browser {
+	mint := func(client string) *browser {
 		t.Helper()
 		w := httptest.NewRecorder()
-		if _, err := bs.mint(w, httptest.NewRequest("GET", "/", nil)); err != nil {
+		if _, err := bs.mint(w, httptest.NewRequest("GET", "/", nil), client); err != nil {
 			t.Fatal(err)
 		}
 		r := httptest.NewRequest("GET", "/", nil)
@@ -24,8 +24,8 @@ func TestUnusedSessionsForgotten(t *testing.T) {
 		}
 		return b
 	}
-	used, unused, recent := mint(), mint(), mint()
-	if _, err := bs.mint(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)); err != errTooManyBrowsers {
+	used, unused, recent := mint("a"), mint("b"), mint("c")
+	if _, err := bs.mint(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "d"); err != errTooManyBrowsers {
 		t.Fatalf("a fourth session: %v, want errTooManyBrowsers", err)
 	}
 	used.use()
@@ -47,7 +47,7 @@ func TestUnusedSessionsForgotten(t *testing.T) {
 		default:
 		}
 	}
-	if _, err := bs.mint(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)); err != nil {
-		t.Errorf("a session in the freed place: %v", err)
+	if _, err := bs.mint(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "b"); err != nil {
+		t.Errorf("a session in the freed place (its client's too): %v", err)
 	}
 }

@@ -41,6 +41,12 @@ type Config struct {
 	MaxRequestBytes int64
 	// MaxShareBytes caps a shared text (413 past it).
 	MaxShareBytes int64
+	// MaxShareStoreBytes caps all shared texts in ShareDir together: past
+	// it a new text gets 507 (a text shared before still gets its link).
+	MaxShareStoreBytes int64
+	// SharesPerMinute is how many shares one principal may make a minute
+	// (a token bucket of as many): past it 429 with Retry-After.
+	SharesPerMinute int
 	// MaxFiles caps the files of one module.
 	MaxFiles int
 	// HTTP is the API's guard: allowed origins, bearer token, principals
@@ -62,6 +68,8 @@ func Defaults() Config {
 		MaxBrowserSessions: 1000,
 		MaxRequestBytes:    1 << 20,
 		MaxShareBytes:      64 << 10,
+		MaxShareStoreBytes: 256 << 20,
+		SharesPerMinute:    10,
 		MaxFiles:           50,
 		HTTP:               mcphttp.Config{MaxConns: mcphttp.DefaultMaxConns},
 	}
@@ -91,7 +99,8 @@ func (c Config) Validate() error {
 		name string
 		v    int64
 	}{{"MaxBrowserSessions", int64(c.MaxBrowserSessions)}, {"MaxRequestBytes", c.MaxRequestBytes},
-		{"MaxShareBytes", c.MaxShareBytes}, {"MaxFiles", int64(c.MaxFiles)}} {
+		{"MaxShareBytes", c.MaxShareBytes}, {"MaxShareStoreBytes", c.MaxShareStoreBytes},
+		{"SharesPerMinute", int64(c.SharesPerMinute)}, {"MaxFiles", int64(c.MaxFiles)}} {
 		if n.v <= 0 {
 			return fmt.Errorf("playground: Config.%s %d: must be positive", n.name, n.v)
 		}

@@ -7,8 +7,9 @@
 // One sandbox per browser session (browsers.go: an unguessable cookie);
 // the API is same-origin only, with optional bearer auth (the MCP HTTP
 // endpoint's guard, mcphttp); request bodies and files are capped
-// (limits.go); share links are content-addressed files on the server's
-// disk (store.go). Output reaches the page as text: the page sets
+// (Config); share links are content-addressed files on the server's disk
+// within a quota (store.go), made at a rate per principal (ratelimit.go).
+// Output reaches the page as text: the page sets
 // textContent, never innerHTML, and its Content-Security-Policy allows
 // only its own script and style.
 package playground

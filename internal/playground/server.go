@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -34,6 +36,7 @@ type Server struct {
 	pool     *sessions.Pool
 	browsers *browsers
 	store    *store
+	shares   *rateLimiter // shares per principal
 	static   fs.FS
 	handler  http.Handler
 }
@@ -55,6 +58,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("playground: embedded assets: %w", err)
 	}
+	st, err := newStore(cfg.ShareDir, cfg.MaxShareBytes, cfg.MaxShareStoreBytes)
+	if err != nil {
+		return nil, fmt.Errorf("playground: %w", err)
+	}
 	s := &Server{
 		cfg: cfg,
 		log: log,
@@ -66,7 +73,8 @@ func New(cfg Config) (*Server, error) {
 			Logger:          log,
 		}),
 		browsers: newBrowsers(cfg.MaxBrowserSessions),
-		store:    &store{dir: cfg.ShareDir, max: cfg.MaxShareBytes},
+		store:    st,
+		shares:   newRateLimiter(cfg.SharesPerMinute),
 		static:   static,
 	}
 	api := http.NewServeMux()
@@ -147,8 +155,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if _, ok := s.browsers.lookup(r); !ok || r.PathValue("id") != "" {
-		if _, err := s.browsers.mint(w, r); err != nil {
-			s.fail(w, http.StatusServiceUnavailable, err)
+		if _, err := s.browsers.mint(w, r, principal(r)); err != nil {
+			code := http.StatusServiceUnavailable
+			if errors.Is(err, errClientFull) {
+				code = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", strconv.Itoa(int(unusedTTL/time.Second)))
+			}
+			s.fail(w, code, err)
 			return
 		}
 	}
@@ -198,8 +211,20 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int,
 	return data, 0, nil
 }
 
-// share stores the request's text and answers its link.
+// share stores the request's text and answers its link: for a browser
+// session only, SharesPerMinute a principal (429 past it), while the
+// store holds less than MaxShareStoreBytes (507 past it).
 func (s *Server) share(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	if ok, wait := s.shares.take(principal(r), time.Now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		s.fail(w, http.StatusTooManyRequests, fmt.Errorf("too many shares: at most %d a minute; try again in %d s", s.cfg.SharesPerMinute, secs))
+		return
+	}
 	data, code, err := readBody(w, r, s.cfg.MaxShareBytes)
 	if err != nil {
 		if code == http.StatusRequestEntityTooLarge {
@@ -213,10 +238,15 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := s.store.put(data)
+	if errors.Is(err, errStoreFull) {
+		s.fail(w, http.StatusInsufficientStorage, err)
+		return
+	}
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
+	b.use() // stored: accepted
 	writeJSON(w, map[string]string{"id": id, "url": "/p/" + id})
 }
 
@@ -241,13 +271,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // session returns the browser session of an API request, or answers 403
-// when it has none.
+// when it has none. The caller marks it used (browser.use) once the call
+// is accepted.
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (*browser, bool) {
 	b, ok := s.browsers.lookup(r)
 	if !ok {
 		s.fail(w, http.StatusForbidden, errors.New("no playground session (the page's cookie is missing or has expired): reload the page"))
 		return nil, false
 	}
-	b.use()
 	return b, true
 }

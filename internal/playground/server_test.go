@@ -411,21 +411,6 @@ func TestPageHeaders(t *testing.T) {
 	}
 }
 
-func TestTooManyBrowserSessions(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.MaxBrowserSessions = 2 })
-	f.browser(t)
-	f.browser(t)
-	res, err := http.Get(f.ts.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many browser sessions") {
-		t.Errorf("third session: %s %q", res.Status, body)
-	}
-}
-
 func TestAuth(t *testing.T) {
 	const token = "0123456789abcdef-secret"
 	f := newFixture(t, func(c *Config) {

@@ -8,18 +8,50 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 )
 
 // store keeps shared texts on disk, content-addressed: a text's ID is
 // its SHA-256's first 16 bytes (base64url), so the same text always
-// gets the same link and a link cannot be guessed from another.
+// gets the same link and a link cannot be guessed from another. The
+// texts together hold at most quota bytes.
 type store struct {
-	dir string
-	max int64
+	dir   string
+	max   int64 // one text
+	quota int64 // all texts
+
+	mu    sync.Mutex
+	total int64 // bytes of the texts in dir
 }
 
 // errTooLarge is wrapped by put's error for a text past the cap.
 var errTooLarge = errors.New("too large")
+
+// errStoreFull is wrapped by put's error for a new text past the quota.
+var errStoreFull = errors.New("the share store is full")
+
+// newStore returns the store of dir, counting the texts already there.
+func newStore(dir string, max, quota int64) (*store, error) {
+	s := &store{dir: dir, max: max, quota: quota}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("share directory: %w", err)
+	}
+	for _, e := range ents {
+		if !idRE.MatchString(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("share directory: %w", err)
+		}
+		s.total += info.Size()
+	}
+	return s, nil
+}
 
 // errNoShare is wrapped by get's error for an ID with no text.
 var errNoShare = errors.New("no such shared text")
@@ -41,8 +73,13 @@ func (s *store) put(text []byte) (string, error) {
 	}
 	id := shareID(text)
 	path := filepath.Join(s.dir, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, err := os.Stat(path); err == nil {
 		return id, nil
+	}
+	if s.total+int64(len(text)) > s.quota {
+		return "", fmt.Errorf("%w: it holds %d of its %d bytes (--max-share-store-mb); a text shared before still opens", errStoreFull, s.total, s.quota)
 	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return "", fmt.Errorf("share: make the share directory: %w", err)
@@ -62,6 +99,7 @@ func (s *store) put(text []byte) (string, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("share: %w", err)
 	}
+	s.total += int64(len(text))
 	return id, nil
 }
 
