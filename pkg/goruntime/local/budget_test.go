@@ -305,6 +305,12 @@ func budgetHelper(ctx context.Context, opts local.Options) int {
 		s.Close(context.Background())
 	}
 	pooled = nil
+	// The budget is the user's, over every backend: b's pool, refilled
+	// after those closes, would hold the room the next backend's pool
+	// needs (seen on a busy machine: its pool never started).
+	if err := b.Close(context.Background()); err != nil {
+		return fail("close the backend with a warm pool", err)
+	}
 
 	// A budget of one sandbox and a full pool of 2 (64 MiB each): the
 	// Open that claims one must end the other to fit.
