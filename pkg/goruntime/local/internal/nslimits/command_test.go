@@ -3,10 +3,13 @@ package nslimits
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandboxCommandPinsTheProcess: SandboxCommand enters the
@@ -54,5 +57,48 @@ func TestSandboxCommandPinsTheProcess(t *testing.T) {
 	}
 	if got := strings.Join(cmd.Args, " "); !strings.Contains(got, "--mount=/proc/self/fd/") || strings.Contains(got, "/proc/"+strconv.Itoa(c.Process.Pid)) {
 		t.Errorf("nsenter's arguments %q: want the namespaces as the child's descriptors, never the pid's /proc path", got)
+	}
+}
+
+// TestSandboxCommandSetgroupsDenied: a process in a user namespace that
+// denies setgroups (as bubblewrap makes one without subordinate ids) is
+// entered as its own ids, through setpriv. Real namespaces, as root. A
+// user other than root enters through the namespace it owns, which
+// denies setgroups too, where nsenter --setgid failed ("setgroups
+// failed"): cmd/demo's TestDemoForkFlowLocal as a user is that case.
+func TestSandboxCommandSetgroupsDenied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("makes namespaces mapping another uid: root only")
+	}
+	c := exec.Command("unshare", "--user", "--mount", "--map-user=1000", "--map-group=1000", "sleep", "100")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	pid := c.Process.Pid
+	// Wait for unshare to have become sleep in its namespaces.
+	for i := 0; ; i++ {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/sleep") {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("unshare did not exec sleep")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/setgroups", pid)); err != nil || strings.TrimSpace(string(data)) != "deny" {
+		t.Fatalf("setgroups of the namespace: %q, %v; want deny", data, err)
+	}
+	cmd, done, err := SandboxCommand(context.Background(), pid, func(int) error { return nil }, "id", "-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run in a namespace that denies setgroups: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "1000" {
+		t.Errorf("id -u in the namespace: %q, want 1000 (the process's own uid there)", got)
 	}
 }
