@@ -21,10 +21,16 @@ func TestSandboxCommandPinsTheProcess(t *testing.T) {
 	ctx := context.Background()
 	start := func() *exec.Cmd {
 		c := exec.Command("sleep", "100")
+		if os.Geteuid() != 0 {
+			// A user enters only namespaces nested in a user namespace it
+			// made, as a sandbox's are (enter.go).
+			c = exec.Command("unshare", "--user", "--map-root-user", "unshare", "--user", "--map-root-user", "--mount", "sleep", "100")
+		}
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		waitExec(t, c.Process.Pid, "sleep")
 		return c
 	}
 
@@ -51,7 +57,9 @@ func TestSandboxCommandPinsTheProcess(t *testing.T) {
 	}
 	defer done()
 	for i, f := range cmd.ExtraFiles {
-		if !strings.HasPrefix(f.Name(), "/proc/") {
+		// A user's also holds the namespace that owns the process's
+		// (ownerOf), found through the process's own.
+		if !strings.HasPrefix(strings.TrimPrefix(f.Name(), "userns-of-"), "/proc/") {
 			t.Errorf("the child's descriptor %d is %s, want a namespace of the process", 3+i, f.Name())
 		}
 	}
@@ -76,16 +84,7 @@ func TestSandboxCommandSetgroupsDenied(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	pid := c.Process.Pid
-	// Wait for unshare to have become sleep in its namespaces.
-	for i := 0; ; i++ {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/sleep") {
-			break
-		}
-		if i == 1000 {
-			t.Fatal("unshare did not exec sleep")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitExec(t, pid, "sleep")
 	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/setgroups", pid)); err != nil || strings.TrimSpace(string(data)) != "deny" {
 		t.Fatalf("setgroups of the namespace: %q, %v; want deny", data, err)
 	}
@@ -100,5 +99,20 @@ func TestSandboxCommandSetgroupsDenied(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "1000" {
 		t.Errorf("id -u in the namespace: %q, want 1000 (the process's own uid there)", got)
+	}
+}
+
+// waitExec waits until process pid runs the program name: unshare has
+// made its namespaces and become the command.
+func waitExec(t *testing.T, pid int, name string) {
+	t.Helper()
+	for {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/"+name) {
+			return
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Fatalf("process %d ended before it ran %s", pid, name)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
