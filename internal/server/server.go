@@ -99,6 +99,7 @@ type Server struct {
 	snapMu     sync.Mutex
 	companion  atomic.Int64
 	cacheEpoch time.Time
+	snapDrain  time.Duration // snapDrain; tests shorten it
 }
 
 // New checks cfg, creates the base directory and the command environment's
@@ -137,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log.Info("command environment default", "var", k, "value", v)
 	}
 	act := newActivity(time.Now())
-	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}}
+	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}, snapDrain: snapDrain}
 	s.mets.act, s.mets.chg = act, s.chg
 	s.cacheEpoch = cacheEpoch(envMap(env)["GOCACHE"])
 	if s.cacheEpoch.IsZero() {

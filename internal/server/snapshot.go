@@ -137,10 +137,21 @@ func (c *changes) state() (begun int64, inFlight int) {
 // errBusy is wrapped by the reasons a snapshot or a restore is refused.
 var errBusy = errors.New("busy")
 
+// snapDrain is how long a snapshot or a restore waits for the changes
+// in flight to end before it refuses: a command's end is counted a moment
+// after its last answer went out (the process API's bookkeeping), so a
+// client that snapshots right after a command returned is not refused
+// for it; one still running is, after the wait.
+const snapDrain = 2 * time.Second
+
 // quiet returns how many changes ever began when nothing runs in the
 // sandbox, or an error wrapping errBusy naming what does.
 func (s *Server) quiet() (int64, error) {
 	begun, inFlight := s.chg.state()
+	for deadline := time.Now().Add(s.snapDrain); inFlight > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		begun, inFlight = s.chg.state()
+	}
 	if inFlight > 0 {
 		return 0, fmt.Errorf("%w: %d commands or file writes are in flight in the sandbox; its files are taken or replaced only while nothing runs: wait for them to end", errBusy, inFlight)
 	}

@@ -261,11 +261,12 @@ func TestSnapshotRestoreInPlace(t *testing.T) {
 // (stillQuiet).
 func TestSnapshotRefusedWhileBusy(t *testing.T) {
 	s, _ := startSnapServer(t, nil)
+	s.snapDrain = 100 * time.Millisecond
 	mkFile(t, filepath.Join(s.Base, "f"), "x", 0o644)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.run(t, "sleep 1")
+		s.run(t, "sleep 2")
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
