@@ -33,9 +33,10 @@ import (
 //
 // The operations name sandboxes by value, so a backend can move the files
 // any way its sandboxes allow: the local backend copies them with tar run
-// as the sandboxes' own processes run; a backend whose sandboxes are pods can
-// stream them out of the pod and back in as one tar through the runtime
-// server, keeping the same contract.
+// as the sandboxes' own processes run; the agent-sandbox backend, whose
+// sandboxes are pods, streams them out of the pod and back in as one tar
+// through the runtime server (GET and POST /snapshot), into a store its
+// front end's replicas share, keeping the same contract.
 type SnapshotBackend interface {
 	Backend
 	// Snapshot saves sb's files as a new snapshot of owner. sb stays as it
@@ -55,9 +56,10 @@ type SnapshotBackend interface {
 	// its own error, so a partial failure names the forks it hit.
 	Fork(ctx context.Context, owner string, sb Sandbox, spec ForkSpec) ([]ForkResult, error)
 	// Restore rolls sb back to owner's snapshot id in place: /app and
-	// HOME become the snapshot's; the build cache keeps what it has and
-	// gains the snapshot's entries (entries are content-addressed, so an
-	// extra one changes no result). sb keeps its identity and /tmp.
+	// HOME (a pod's GOPATH) become the snapshot's; the build cache (and
+	// a pod's module cache, which lives outside its HOME) keeps what it
+	// has and gains the snapshot's entries (entries are content-addressed,
+	// so an extra one changes no result). sb keeps its identity and /tmp.
 	// Errors wrap ErrSnapshotNotFound or ErrSandboxBusy, or name what
 	// failed (sb then holds part of the snapshot: restore again).
 	Restore(ctx context.Context, owner string, sb Sandbox, id string) error
@@ -117,7 +119,8 @@ type Snapshot struct {
 	Created, Expires time.Time
 	// Bytes is what it takes of the snapshot quota.
 	Bytes int64
-	// Method says how the backend stored it (the local backend: "copy").
+	// Method says how the backend stored it (the local backend: "copy";
+	// agent-sandbox: "stream").
 	Method string
 }
 
