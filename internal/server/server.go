@@ -99,7 +99,7 @@ type Server struct {
 	snapMu     sync.Mutex
 	companion  atomic.Int64
 	cacheEpoch time.Time
-	snapDrain  time.Duration // snapDrain; tests shorten it
+	snapDrain  time.Duration // how long quiet waits for changes in flight (snapDrain; tests shorten it)
 }
 
 // New checks cfg, creates the base directory and the command environment's
