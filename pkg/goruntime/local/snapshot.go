@@ -15,7 +15,7 @@ import (
 
 // Snapshots (goruntime.SnapshotBackend). A snapshot is a tar of the
 // sandbox's files (snapcopy.go says which and how) kept by the store
-// under StateDir/snapshots (internal/snapshot): it outlives the process,
+// under StateDir/snapshots (pkg/goruntime/internal/snapshotstore): it outlives the process,
 // ends at its TTL, counts against Options.SnapshotBytes, and is owned as
 // handles are. The method is a copy ("copy"): bubblewrap 0.8 has no
 // overlay option and a sandbox's /app is a directory on its disk, not an
