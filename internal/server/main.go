@@ -59,6 +59,7 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	cfg.CompanionStderr = logw
 	cfg.Environ = withEnv(os.Environ(), "GOMAXPROCS", f.CommandGOMAXPROCS)
 	cfg.ProcessAPI = processAPI
+	cfg.FileCalls = fileCalls(f.OSThreads)
 	defaultSignalsForCommands(ctx, log)
 	reserveOSThreads(f.OSThreads)
 	return Serve(ctx, cfg, ls)

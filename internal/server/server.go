@@ -33,6 +33,11 @@ type Config struct {
 	MaxOutputBytes int
 	// MaxUploadBytes caps one uploaded file (default 256 MiB); more is 413.
 	MaxUploadBytes int64
+	// FileCalls is how many file calls (upload, unpack, download, list,
+	// exists, snapshot) run at once; more wait their turn. 0: no bound.
+	// Each may hold an OS thread in a blocking system call, so Main
+	// keeps them within the threads it reserved (fileCalls).
+	FileCalls int
 	// MaxCommandBytes caps an /execute request body (default 16 MiB); more is 413.
 	MaxCommandBytes int64
 	// Environ is the environment commands start from (usually os.Environ()).
@@ -100,6 +105,8 @@ type Server struct {
 	companion  atomic.Int64
 	cacheEpoch time.Time
 	snapDrain  time.Duration // how long quiet waits for changes in flight (snapDrain; tests shorten it)
+
+	fileSlots chan struct{} // Config.FileCalls; nil: no bound
 }
 
 // New checks cfg, creates the base directory and the command environment's
@@ -139,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	act := newActivity(time.Now())
 	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}, snapDrain: snapDrain}
+	if cfg.FileCalls > 0 {
+		s.fileSlots = make(chan struct{}, cfg.FileCalls)
+	}
 	s.mets.act, s.mets.chg = act, s.chg
 	s.cacheEpoch = cacheEpoch(envMap(env)["GOCACHE"])
 	if s.cacheEpoch.IsZero() {
@@ -192,6 +202,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	route, rest, hasRest := strings.Cut(strings.TrimPrefix(raw, "/"), "/")
 	var method string
 	var handle func(http.ResponseWriter, *http.Request, string)
+	var file bool // a file call: takes one of fileSlots
 	switch {
 	case raw == "/" || raw == "":
 		method, handle = http.MethodGet, s.health
@@ -208,10 +219,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case route == "upload" && !hasRest:
 		method, handle = http.MethodPost, s.upload
 		defer s.chg.begin()()
+		file = true
 	case route == "unpack" && !hasRest:
 		method, handle = http.MethodPost, s.unpack
 		defer s.chg.begin()()
+		file = true
 	case "/"+route == wire.SnapshotPath && !hasRest:
+		file = true
 		method, handle = http.MethodGet, s.snapshotGet
 		if r.Method == http.MethodPost {
 			method, handle = http.MethodPost, s.snapshotPost
@@ -219,11 +233,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			method = "GET, POST" // a HEAD would take a whole snapshot
 		}
 	case route == "download" && hasRest:
-		method, handle = http.MethodGet, s.download
+		method, handle, file = http.MethodGet, s.download, true
 	case route == "list" && hasRest:
-		method, handle = http.MethodGet, s.list
+		method, handle, file = http.MethodGet, s.list, true
 	case route == "exists" && hasRest:
-		method, handle = http.MethodGet, s.exists
+		method, handle, file = http.MethodGet, s.exists, true
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 		return
@@ -237,6 +251,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Bad path encoding: %v", err))
 		return
+	}
+	if file && s.fileSlots != nil {
+		select {
+		case s.fileSlots <- struct{}{}:
+			defer func() { <-s.fileSlots }()
+		case <-r.Context().Done():
+			return // the caller is gone
+		}
 	}
 	s.keepBaseUsable()
 	handle(w, r, name)

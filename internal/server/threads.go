@@ -5,6 +5,12 @@ import (
 	"sync"
 )
 
+// fileCalls is Config.FileCalls for a server that reserved osThreads:
+// half of them, so file calls blocked in system calls at once leave the
+// other half to the runtime's own threads and to commands being started
+// and waited for. 0 (no reserve): no bound.
+func fileCalls(osThreads int64) int { return int(osThreads / 2) }
+
 // maxOSThreads bounds --os-threads.
 const maxOSThreads = 1024
 
@@ -17,8 +23,9 @@ const maxOSThreads = 1024
 // its ~200 ms of retries) and aborts with "failed to create new OS
 // thread", so a fork bomb would kill the server instead of costing only
 // the command. The runtime never ends an idle thread, so threads started
-// here serve every later blocking system call: the server runs out only
-// when more than about n calls block at once while the table is full.
+// here serve every later blocking system call: the server would run out
+// only when more than about n calls blocked at once while the table is
+// full, which is why file calls take turns (fileCalls).
 //
 // Each goroutine locks itself to a thread and blocks there, which makes
 // the scheduler start another thread for the next; once all n hold one,
