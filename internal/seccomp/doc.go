@@ -14,9 +14,16 @@
 //
 // ForgedFaultPolicy is a second, small policy: the deny list the runtime
 // server loads on itself as a sandbox's init (internal/server, --init),
-// refusing fault signals sent with a forged siginfo.
+// refusing fault signals sent with a forged siginfo; GuardedInitPolicy
+// (--init-guard, a pod's init) adds every way to signal PID 1.
 //
-// The program is assembled by github.com/elastic/go-seccomp-bpf for the
-// architecture this binary runs on; calls from another ABI (i386 through
-// int 0x80, x32) are refused.
+// Policies are written in github.com/elastic/go-seccomp-bpf's types and
+// its syscall tables, but assembled here (Assemble, for the architecture
+// this binary runs on) and loaded here (Load): that library's own
+// assembler compares a later rule's call number against the last
+// argument it loaded, so its programs refused kill(200, SIGKILL) under
+// GuardedInitPolicy and let socket((56<<32)|AF_VSOCK, …) through Policy
+// (assemble.go). Under Policy, calls from another ABI (i386 through int
+// 0x80, x32) are refused; the init policies, deny lists, refuse x32 calls
+// and let i386 ones through.
 package seccomp

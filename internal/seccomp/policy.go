@@ -226,9 +226,9 @@ func Program() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	insns, err := p.Assemble()
+	insns, err := Assemble(p)
 	if err != nil {
-		return nil, fmt.Errorf("seccomp: assemble policy: %w", err)
+		return nil, err
 	}
 	raw, err := bpf.Assemble(insns)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -105,17 +104,15 @@ func becomeInit(ctx context.Context, guard bool, log *slog.Logger) error {
 // loadInitFilter installs the policy policy returns on every thread of
 // this process (TSYNC); the commands it starts inherit it. It sets
 // no_new_privs, which a local sandbox (bubblewrap) and a pod with
-// allowPrivilegeEscalation: false have set already.
+// allowPrivilegeEscalation: false have set already. seccomp.Load
+// assembles the program itself: go-seccomp-bpf's LoadFilter would
+// assemble one that refuses kill(200, SIGKILL) (docs/e2e.md).
 func loadInitFilter(policy func() (bpfseccomp.Policy, error)) error {
 	p, err := policy()
 	if err != nil {
 		return err
 	}
-	// no_new_privs is set on the calling thread and must be set on the
-	// one that loads the filter; TSYNC then gives both to every thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return bpfseccomp.LoadFilter(bpfseccomp.Filter{NoNewPrivs: true, Flag: bpfseccomp.FilterFlagTSync, Policy: p})
+	return seccomp.Load(p)
 }
 
 // lifelineDetach is the line that tells the server to stop watching its

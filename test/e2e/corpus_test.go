@@ -19,14 +19,13 @@ import (
 // toolchain and module cache; Go-aware results with their paths under
 // /app). The rest exercise the Go toolchain on the same server code, and
 // run in pods with E2E_FULL=1 (and against the local backend in make
-// unit). signal_kill runs there only until its one failure in a runc pod
-// is understood (2026-12-04, 1 run of 3: the program's kill(getpid(),
-// SIGKILL) returned and it went on to exit 2, as if the signal had not
-// been delivered; docs/e2e.md).
+// unit). signal_kill is here for the pod's init guard: its seccomp filter
+// once refused kill(200, SIGKILL), so the case failed whenever its
+// program landed on pid 200 (docs/e2e.md, "signal_kill in a runc pod").
 var podCases = []string{
 	"hello", "both_streams", "unicode_output", "large_output", "stdin_interactive",
 	"env_vars", "os_args", "exit_code_binary", "exit_code_go_run", "panic_binary",
-	"timeout_kill", "stack_overflow", "missing_module", "replace_submodule",
+	"signal_kill", "timeout_kill", "stack_overflow", "missing_module", "replace_submodule",
 	"embed", "compile_error", "goaware_type_error", "goaware_tests", "goaware_vet",
 	"go_test_packages",
 }
