@@ -12,8 +12,10 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
 // installHint names the fix for a missing or unusable bubblewrap.
@@ -41,8 +43,10 @@ type Backend struct {
 
 	seeds *seed.Builder // the seed build cache's builds (seedrun.go)
 
-	refilling      atomic.Bool // a spare-cache filler runs
-	refillingDisks atomic.Bool // a spare-disk filler runs
+	// Storage made ahead for Open (package spares), per seed: build
+	// caches (spare.go) and disks (sparedisk.go).
+	spareCaches *spares.Keyed[string, string]
+	spareDisks  *spares.Keyed[string, disk.Disk]
 
 	bg *background // work that outlives its caller; Close ends it (background.go)
 	// starts holds a slot per sandbox start under way (open.go,
@@ -89,6 +93,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, err
 	}
 	b := &Backend{opts: o, bg: newBackground(), starts: make(chan struct{}, startSlots())}
+	b.spareCaches, b.spareDisks = b.newSpareCaches(), b.newSpareDisks()
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
 	}

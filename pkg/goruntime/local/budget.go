@@ -166,30 +166,3 @@ func sizeText(n int64) string {
 	}
 	return fmt.Sprintf("%d MiB", n>>20)
 }
-
-// evict ends what the warm pool holds of the memory budget, for an Open
-// the budget refused: it closes the sandboxes waiting in the pool and
-// ends its starts under way, waiting for them until ctx ends. It reports
-// whether there were any. The pool refills afterwards as it would have,
-// each start within the budget.
-func (p *warmPool) evict(ctx context.Context) bool {
-	p.mu.Lock()
-	ready, gen, starting := p.ready, p.gen, p.starting
-	p.ready = nil
-	p.gen = newPoolGen(p.ctx)
-	p.mu.Unlock()
-	gen.cancel()
-	for _, s := range ready {
-		_ = s.Close(context.WithoutCancel(ctx))
-	}
-	ended := make(chan struct{})
-	go func() {
-		gen.wg.Wait()
-		close(ended)
-	}()
-	select {
-	case <-ended:
-	case <-ctx.Done():
-	}
-	return len(ready)+starting > 0
-}

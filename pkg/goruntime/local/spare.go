@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,16 +17,24 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // Spare build caches: populating a sandbox's GOCACHE from the seed costs a
 // few thousand hard links, the largest part of Open. The backend keeps a
-// small warm pool of caches populated ahead of time under
+// small pool of caches populated ahead of time (package spares) under
 // StateDir/spare/<seed key>/; Open claims one with a rename (any process
 // may claim any spare) and refills the pool in the background.
 
-const spareCaches = 2
+const spareCachesKept = 2
+
+// A spare filler that failed waits spareRetryMin before the next, doubling
+// with each failure in a row up to spareRetryMax.
+const (
+	spareRetryMin = time.Second
+	spareRetryMax = time.Minute
+)
 
 func (b *Backend) spareDir(seedDir string) string {
 	// Named after the seed the spares are linked from: once the extra
@@ -53,49 +63,63 @@ func (b *Backend) claimSpare(seedDir, dst string) bool {
 	return false
 }
 
-// refillSpares tops the pool up to spareCaches, one filler at a time per
-// backend.
-func (b *Backend) refillSpares(seedDir string) {
-	if !b.refilling.CompareAndSwap(false, true) {
-		return
-	}
-	started := b.bg.start(func(ctx context.Context) {
-		defer b.refilling.Store(false)
+// newSpareCaches is the backend's spare caches, a pool per seed
+// directory (package spares): each fills a directory of caches that any
+// process of the state directory may claim (claimSpare), one cache at a
+// time.
+func (b *Backend) newSpareCaches() *spares.Keyed[string, string] {
+	return spares.NewKeyed(func(seedDir string) *spares.Pool[string] {
 		dir := b.spareDir(seedDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return
-		}
-		for {
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				return
-			}
-			ready := 0
-			for _, e := range entries {
-				if !strings.HasSuffix(e.Name(), ".tmp") {
-					ready++
+		return spares.New(spares.Config[string]{
+			Make: func(context.Context) (string, error) {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return "", err
 				}
-			}
-			if ready >= spareCaches || ctx.Err() != nil {
-				return
-			}
-			name := sandboxid.New()
-			tmp := filepath.Join(dir, name+".tmp")
-			if err := seed.Populate(seedDir, tmp); err != nil {
-				_ = tree.Remove(tmp)
+				tmp := filepath.Join(dir, sandboxid.New()+".tmp")
+				if err := seed.Populate(seedDir, tmp); err != nil {
+					_ = tree.Remove(tmp)
+					return "", err
+				}
+				return tmp, nil
+			},
+			Shared:   spareCacheShelf(dir),
+			Discard:  tree.Remove,
+			Parallel: 1,
+			RetryMin: spareRetryMin,
+			RetryMax: spareRetryMax,
+			OnError: func(err error, _ time.Duration) {
 				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
-				return
-			}
-			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-				_ = tree.Remove(tmp)
-				return
-			}
-		}
+			},
+		})
 	})
-	if !started {
-		b.refilling.Store(false)
-	}
 }
+
+// spareCacheShelf is a directory of spare caches: ready ones by name,
+// those being filled with the suffix .tmp.
+type spareCacheShelf string
+
+func (d spareCacheShelf) Len() (int, error) {
+	entries, err := os.ReadDir(string(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	ready := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".tmp") {
+			ready++
+		}
+	}
+	return ready, err
+}
+
+// Put offers the filled cache tmp (named <id>.tmp) under its id.
+func (d spareCacheShelf) Put(tmp string) error {
+	return os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
+}
+
+// refillSpares tops the spare caches linked from seedDir up to
+// spareCachesKept.
+func (b *Backend) refillSpares(seedDir string) { b.spareCaches.Fill(seedDir, spareCachesKept) }
 
 // trash moves dir out of the way at once and deletes it in the background.
 func (b *Backend) trash(dir string) error {

@@ -18,12 +18,13 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
-// spareDisks is how many ready disks the backend keeps: a disk is made
+// spareDisksKept is how many ready disks the backend keeps: a disk is made
 // in milliseconds from its template (internal/disk), but its first one
 // of a kind makes the template (mkfs.ext4, ~0.2 s).
-const spareDisks = 2
+const spareDisksKept = 2
 
 // diskMounts holds the disks' mount points, where a sandbox's host uid
 // reaches them.
@@ -100,40 +101,52 @@ func (b *Backend) claimSpareDisk(seed string) (disk.Disk, bool) {
 	return disk.Disk{}, false
 }
 
-// refillSpareDisks tops the pool of ready disks up to spareDisks, one
-// filler at a time per backend.
-func (b *Backend) refillSpareDisks(seed string) {
-	if !b.refillingDisks.CompareAndSwap(false, true) {
-		return
-	}
-	started := b.bg.start(func(bgCtx context.Context) {
-		defer b.refillingDisks.Store(false)
-		dir := b.spareDiskDir(seed)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return
-		}
-		for {
-			entries, err := os.ReadDir(dir)
-			if err != nil || len(entries) >= spareDisks || bgCtx.Err() != nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(bgCtx, time.Minute)
-			d, err := disk.Make(ctx, sandboxid.New(), b.diskSpec(seed))
-			cancel()
-			if err != nil {
+// newSpareDisks is the backend's spare disks, a pool per seed (package
+// spares): each fills a directory of markers, one per ready disk, that
+// any process of the state directory may claim (claimSpareDisk), one
+// disk at a time.
+func (b *Backend) newSpareDisks() *spares.Keyed[string, disk.Disk] {
+	return spares.NewKeyed(func(seed string) *spares.Pool[disk.Disk] {
+		return spares.New(spares.Config[disk.Disk]{
+			Make: func(ctx context.Context) (disk.Disk, error) {
+				ctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				return disk.Make(ctx, sandboxid.New(), b.diskSpec(seed))
+			},
+			Shared:   spareDiskShelf(b.spareDiskDir(seed)),
+			Discard:  disk.Disk.Remove,
+			Parallel: 1,
+			RetryMin: spareRetryMin,
+			RetryMax: spareRetryMax,
+			OnError: func(err error, _ time.Duration) {
 				b.opts.Logger.Debug("local backend: make spare disk", "err", err)
-				return
-			}
-			if err := os.WriteFile(filepath.Join(dir, d.ID()), nil, 0o600); err != nil {
-				d.Remove()
-				return
-			}
-		}
+			},
+		})
 	})
-	if !started {
-		b.refillingDisks.Store(false)
-	}
 }
+
+// spareDiskShelf is a directory of markers, one per ready disk, named
+// after the disk's id.
+type spareDiskShelf string
+
+func (d spareDiskShelf) Len() (int, error) {
+	entries, err := os.ReadDir(string(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return len(entries), err
+}
+
+func (d spareDiskShelf) Put(dk disk.Disk) error {
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(string(d), dk.ID()), nil, 0o600)
+}
+
+// refillSpareDisks tops the ready disks made for seed up to
+// spareDisksKept.
+func (b *Backend) refillSpareDisks(seed string) { b.spareDisks.Fill(seed, spareDisksKept) }
 
 // pruneDisks removes the spare disks no backend claims (their group is of
 // an older layout, or of a seed that is gone or superseded), then, with
