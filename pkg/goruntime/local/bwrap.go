@@ -116,17 +116,6 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		return nil, err
 	}
 	a = append(a, prot...)
-	// bind binds a path of ours. When sandboxes run as a host uid of
-	// their own, bubblewrap runs as that uid and must reach every source
-	// path: as root's, the sandbox's own directories are on its disk
-	// under runRoot, and the module cache, Go and the server are staged
-	// there when their own paths are not (stage.go); as a user's
-	// subordinate ids, its disk is under the user's subIDRoot and the
-	// rest is staged on it (subids.go, l.source).
-	bind := func(flag, src, dst string) error {
-		a = append(a, flag, l.source(src), dst)
-		return nil
-	}
 	// Without Network the gate has made the sandbox's network namespace
 	// (netns.go), and bubblewrap shares it: no --unshare-net.
 	for _, kv := range b.sandboxEnv() {
@@ -137,55 +126,7 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		a = append(a, "--setenv", childEnv, "1")
 	}
 	a = append(a, systemArgs()...)
-	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
-	if b.opts.Network {
-		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
-	} else if err := bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts"); err != nil {
-		return nil, err
-	}
-	for _, p := range etc {
-		a = append(a, "--ro-bind-try", p, p)
-	}
-	binds := [][3]string{
-		{"--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd"},
-		{"--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group"},
-	}
-	if !strings.HasPrefix(b.goroot, "/usr/") {
-		binds = append(binds, [3]string{"--ro-bind", b.bindGoroot, b.goroot})
-	}
-	if b.modCache != "" {
-		binds = append(binds, [3]string{"--ro-bind", b.bindModCache, modCacheRO})
-	} else {
-		a = append(a, "--dir", modCacheRO)
-	}
-	for _, bd := range binds {
-		if err := bind(bd[0], bd[1], bd[2]); err != nil {
-			return nil, err
-		}
-	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev",
-		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
-	for _, bd := range [][3]string{
-		{"--bind", l.app(), appDir},
-		{"--bind", l.home(), homeDir},
-		{"--bind", l.tmp(), "/tmp"},
-		{"--bind", l.run(), runDir},
-		{"--ro-bind", b.bindServer, serverBin},
-	} {
-		if err := bind(bd[0], bd[1], bd[2]); err != nil {
-			return nil, err
-		}
-	}
-	if b.processAPI != "" {
-		if err := bind("--ro-bind", b.bindProcessAPI, processAPIBin); err != nil {
-			return nil, err
-		}
-	}
-	if l.ownIDs {
-		// The host's sockets for it (the module proxy's), in a directory
-		// the sandbox cannot change (modules.go).
-		a = append(a, "--ro-bind", filepath.Join(l.disk, disk.HostDir), hostSocketsDir)
-	}
+	a = append(a, b.mountArgs(l)...)
 	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", appDir,
@@ -194,6 +135,57 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		serverBin,
 	)
 	return append(a, b.serverFlags(idleExit).Args()...), nil
+}
+
+// mountArgs are bubblewrap's arguments for the sandbox's file system
+// past the system's (systemArgs): the host's /etc files it reads, its
+// own, Go, the module cache, /proc, /dev and its writable directories.
+func (b *Backend) mountArgs(l layout) []string {
+	var a []string
+	// bind binds a path of ours. When sandboxes run as a host uid of
+	// their own, bubblewrap runs as that uid and must reach every source
+	// path: as root's, the sandbox's own directories are on its disk
+	// under runRoot, and the module cache, Go and the server are staged
+	// there when their own paths are not (stage.go); as a user's
+	// subordinate ids, its disk is under the user's subIDRoot and the
+	// rest is staged on it (subids.go, l.source).
+	bind := func(flag, src, dst string) { a = append(a, flag, l.source(src), dst) }
+	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
+	if b.opts.Network {
+		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
+	} else {
+		bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts")
+	}
+	for _, p := range etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	if b.modCache == "" {
+		a = append(a, "--dir", modCacheRO)
+	}
+	bind("--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd")
+	bind("--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group")
+	if !strings.HasPrefix(b.goroot, "/usr/") {
+		bind("--ro-bind", b.bindGoroot, b.goroot)
+	}
+	if b.modCache != "" {
+		bind("--ro-bind", b.bindModCache, modCacheRO)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
+	bind("--bind", l.app(), appDir)
+	bind("--bind", l.home(), homeDir)
+	bind("--bind", l.tmp(), "/tmp")
+	bind("--bind", l.run(), runDir)
+	bind("--ro-bind", b.bindServer, serverBin)
+	if b.processAPI != "" {
+		bind("--ro-bind", b.bindProcessAPI, processAPIBin)
+	}
+	if l.ownIDs {
+		// The host's sockets for it (the module proxy's), in a directory
+		// the sandbox cannot change (modules.go).
+		a = append(a, "--ro-bind", filepath.Join(l.disk, disk.HostDir), hostSocketsDir)
+	}
+	return a
 }
 
 // serverFlags are the settings of a sandbox's runtime server; idleExit,
