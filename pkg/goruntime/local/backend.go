@@ -41,7 +41,8 @@ type Backend struct {
 	processAPI string
 	sandboxes  string
 
-	seeds *seed.Builder // the seed build cache's builds (seedrun.go)
+	seeds   *seed.Builder // the seed build cache's builds (seedrun.go)
+	handles handleStore   // the durable handles' records and reaper (handlestore.go)
 
 	// Storage made ahead for Open (package spares), per seed: build
 	// caches (spare.go) and disks (sparedisk.go).
@@ -153,7 +154,9 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b.bg.start(b.prune)
-	b.bg.start(b.runHandleReaper)
+	b.handles = handleStore{root: stateDir(o.StateDir).handles(), destroy: b.destroy, logger: o.Logger,
+		alive: func(id string) bool { return sandboxRuns(b.sandboxes, id) }}
+	b.bg.start(b.handles.runReaper)
 	b.pool = newWarmPool(b, o.WarmPool)
 	b.pool.refill() // once the seed is complete: now, or when a build completes it (seedReady)
 	return b, nil
@@ -292,7 +295,7 @@ func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 // handle's sandbox is not attached by ID (the error wraps
 // goruntime.ErrSandboxNotFound): AttachHandle attaches it.
 func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, error) {
-	if b.handleOf(id) {
+	if b.handles.of(id) {
 		// Attached by its ID, a handle's sandbox would skip what
 		// AttachHandle does: the owner check, the lock that keeps
 		// reapers off it and the renewal of its idle TTL.

@@ -33,14 +33,9 @@ func startSlots() int { return 2*runtime.NumCPU() + 2 }
 // what it made: a step that fails undoes every earlier one, last first.
 func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (*Sandbox, error) {
 	o := &opening{b: b, ctx: ctx, pooled: pooled, idleExit: idleExit}
-	steps := []func() error{o.startSlot, o.storage, o.cgroup, o.logs, o.gate, o.release, o.ready, o.record}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			o.finish(false)
-			return nil, err
-		}
+	if err := o.run(o.startSlot, o.storage, o.cgroup, o.logs, o.gate, o.release, o.ready, o.record); err != nil {
+		return nil, err
 	}
-	o.finish(true)
 	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", o.id, "pid", o.pid)
 	return o.s, nil
 }
@@ -83,6 +78,19 @@ func (o *opening) always(f func()) { o.cleanups = append(o.cleanups, cleanup{f: 
 
 // undo has finish run f if a later step fails.
 func (o *opening) undo(f func()) { o.cleanups = append(o.cleanups, cleanup{f: f, onFail: true}) }
+
+// run runs steps in order until one fails, then finishes: with the
+// undos of every step begun when one failed (its error is run's).
+func (o *opening) run(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			o.finish(false)
+			return err
+		}
+	}
+	o.finish(true)
+	return nil
+}
 
 // finish runs the cleanups, last first: the undos too unless ok.
 func (o *opening) finish(ok bool) {
