@@ -58,7 +58,7 @@ func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	// The process that opened it may be gone, and its module proxy
 	// socket with it: serve it from this one.
-	if err := b.serveModules(id, l, m.HostUID); err != nil {
+	if err := b.modules.serve(id, l, m.HostUID); err != nil {
 		b.opts.Logger.Warn("local sandbox: module proxy not served; module downloads will fail until the next attach", "id", id, "err", err)
 	}
 	return s, nil

@@ -12,10 +12,8 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
 // installHint names the fix for a missing or unusable bubblewrap.
@@ -43,11 +41,12 @@ type Backend struct {
 
 	seeds   *seed.Builder // the seed build cache's builds (seedrun.go)
 	handles handleStore   // the durable handles' records and reaper (handlestore.go)
+	budget  budget        // admits sandboxes within the memory budget (budget.go)
 
 	// Storage made ahead for Open (package spares), per seed: build
 	// caches (spare.go) and disks (sparedisk.go).
-	spareCaches *spares.Keyed[string, string]
-	spareDisks  *spares.Keyed[string, disk.Disk]
+	caches *cacheStore // spare build caches (sparecache.go)
+	disks  *diskStore  // sandbox disks and their spares (sparedisk.go)
 
 	bg *background // work that outlives its caller; Close ends it (background.go)
 	// starts holds a slot per sandbox start under way (open.go,
@@ -69,9 +68,6 @@ type Backend struct {
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 
-	// maxLoops caps the host's attached loop devices for new disks
-	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
-	maxLoops int
 	// taskLimit stands for the kernel's task limit (checkTasks); 0: the
 	// kernel's own. Tests set it.
 	taskLimit int
@@ -94,7 +90,6 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, err
 	}
 	b := &Backend{opts: o, bg: newBackground(), starts: make(chan struct{}, startSlots())}
-	b.spareCaches, b.spareDisks = b.newSpareCaches(), b.newSpareDisks()
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
 	}
@@ -124,6 +119,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 	}
 	b.opts.StateDir = o.StateDir
 	b.sandboxes = stateDir(o.StateDir).sandboxes()
+	b.caches, b.disks = newCacheStore(b.opts), newDiskStore(b.opts)
 	if err := os.MkdirAll(b.sandboxes, 0o700); err != nil {
 		return nil, unavailable("create state directory: %v", err)
 	}
@@ -150,13 +146,14 @@ func New(opts Options) (_ *Backend, retErr error) {
 	if err := b.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	if err := b.setupModuleProxy(); err != nil {
+	if err := b.modules.setup(b.opts, b.goroot, b.modCache, b.hostProxy, b.hostSumDB); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b.bg.start(b.prune)
 	b.handles = handleStore{root: stateDir(o.StateDir).handles(), destroy: b.destroy, logger: o.Logger,
 		alive: func(id string) bool { return sandboxRuns(b.sandboxes, id) }}
 	b.bg.start(b.handles.runReaper)
+	b.budget = budget{opts: b.opts, memoryDisk: b.memoryDisk, evict: func(ctx context.Context) bool { return b.pool.evict(ctx) }}
 	b.pool = newWarmPool(b, o.WarmPool)
 	b.pool.refill() // once the seed is complete: now, or when a build completes it (seedReady)
 	return b, nil

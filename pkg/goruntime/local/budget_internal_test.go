@@ -55,8 +55,8 @@ func TestSizeText(t *testing.T) {
 // ErrHostLimit and goruntime.ErrUnavailable that says what is promised
 // and names the settings to change; another failure is only unavailable.
 func TestBudgetError(t *testing.T) {
-	b := &Backend{opts: Options{MemoryBytes: 96 << 20, DiskBytes: 64 << 20}}
-	err := b.budgetError(fmt.Errorf("make it: %w", &cgroups.OverBudget{Budget: 480 << 20, Promised: 480 << 20, Live: 3, Need: 160 << 20}))
+	b := budget{opts: Options{MemoryBytes: 96 << 20, DiskBytes: 64 << 20}}
+	err := b.err(fmt.Errorf("make it: %w", &cgroups.OverBudget{Budget: 480 << 20, Promised: 480 << 20, Live: 3, Need: 160 << 20}))
 	if !errors.Is(err, ErrHostLimit) || !errors.Is(err, goruntime.ErrUnavailable) {
 		t.Errorf("refused: %v; want ErrHostLimit and ErrUnavailable", err)
 	}
@@ -65,7 +65,7 @@ func TestBudgetError(t *testing.T) {
 			t.Errorf("refused: %q does not say %q", err, want)
 		}
 	}
-	other := b.budgetError(errors.New("permission denied"))
+	other := b.err(errors.New("permission denied"))
 	if errors.Is(other, ErrHostLimit) || !errors.Is(other, goruntime.ErrUnavailable) {
 		t.Errorf("a cgroup that could not be made: %v; want ErrUnavailable only", other)
 	}

@@ -203,7 +203,7 @@ func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
 	f.MaxOutputBytes = b.opts.OutputBytes
 	f.OSThreads = serverOSThreads
 	f.CommandGOMAXPROCS = int64(b.procs())
-	b.moduleRelayFlags(&f)
+	b.modules.relayFlags(&f, b.subIDs != nil)
 	return f
 }
 

@@ -19,7 +19,7 @@ func ChargedMemory(b *Backend) int64 { return b.opts.chargedMemory(b.memoryDisk)
 
 // SetMaxLoopDevices makes b refuse a new sandbox disk while n or more loop
 // devices are attached on the host, as the kernel would past its limit.
-func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }
+func SetMaxLoopDevices(b *Backend, n int) { b.disks.maxLoops = n }
 
 // SetTaskLimit makes b count the host's tasks against n instead of
 // kernel.pid_max and kernel.threads-max.

@@ -140,17 +140,17 @@ func (o *opening) storage() error {
 		return fmt.Errorf("write sandbox /etc files: %w", err)
 	}
 	if !o.l.memory {
-		if err := o.b.serveModules(o.id, o.l, o.st.uid); err != nil {
+		if err := o.b.modules.serve(o.id, o.l, o.st.uid); err != nil {
 			return fmt.Errorf("local backend: %w", err)
 		}
 	}
-	o.undo(func() { o.b.stopModules(o.id) })
+	o.undo(func() { o.b.modules.stop(o.id) })
 	return nil
 }
 
 // cgroup makes the sandbox's cgroup, within the memory budget (budget.go).
 func (o *opening) cgroup() error {
-	cg, err := o.b.newCgroup(o.ctx, o.id, o.pooled)
+	cg, err := o.b.budget.newCgroup(o.ctx, o.id, o.pooled)
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (o *opening) gateCommand(releaseFD int) (*exec.Cmd, error) {
 	if o.st.disk != nil && o.st.memory == nil {
 		// The disk goes with the sandbox into a mount namespace of its
 		// own, without the other sandboxes' (internal/gate/mounts.go).
-		plan.Mounts = &gate.Mounts{Keep: o.st.disk.Dir, Drop: []string{diskMounts, b.disksDir()}}
+		plan.Mounts = &gate.Mounts{Keep: o.st.disk.Dir, Drop: []string{diskMounts, b.disks.dir}}
 	}
 	cmd, err := gate.Command(b.server, plan, gateNS(o.st.ns, plan), gateEnv())
 	if err != nil {
@@ -254,10 +254,10 @@ func (o *opening) release() error {
 	go func() { mapped <- gate.Map(o.ctx, o.pid, o.st.ns) }()
 	addErr := o.cg.Add(o.pid)
 	if err := cmp.Or(<-mapped, addErr); err != nil {
-		return cmp.Or(o.b.gateEnded(o.cmd, o.exited, o.logr), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+		return cmp.Or(o.gateEnded(), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
 	if _, err := o.gateW.Write([]byte("go\n")); err != nil {
-		return cmp.Or(o.b.gateEnded(o.cmd, o.exited, o.logr), fmt.Errorf("release bubblewrap: %w", err))
+		return cmp.Or(o.gateEnded(), fmt.Errorf("release bubblewrap: %w", err))
 	}
 	if o.st.disk != nil {
 		// From here on this process reaches the disk as the sandbox
@@ -282,11 +282,11 @@ func (o *opening) ready() error {
 	if o.pooled {
 		wait = poolStartTime
 	}
-	if err := s.waitReady(o.ctx, o.exited, wait); err != nil {
+	if err := o.waitReady(wait); err != nil {
 		return err
 	}
 	if o.l.memory {
-		if err := b.serveModules(o.id, o.l, o.st.uid); err != nil {
+		if err := b.modules.serve(o.id, o.l, o.st.uid); err != nil {
 			return fmt.Errorf("local backend: %w", err)
 		}
 	} else if o.st.disk != nil {
@@ -328,8 +328,9 @@ func (o *opening) record() error {
 
 // waitReady polls the server until it answers, bubblewrap exits, or
 // timeout passes.
-func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (o *opening) waitReady(timeout time.Duration) error {
+	s := o.s
+	ctx, cancel := context.WithTimeout(o.ctx, timeout)
 	defer cancel()
 	delay := time.Millisecond
 	for {
@@ -342,8 +343,8 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 			}
 		}
 		select {
-		case <-exited:
-			return s.b.exitedEarly(s.log, "")
+		case <-o.exited:
+			return o.exitedEarly("")
 		case <-ctx.Done():
 			hint := ""
 			if s.b.childMode {
@@ -362,13 +363,14 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 // exitedEarly is the error for a sandbox whose processes ended before its
 // runtime server answered, with the end of its log; why (if any) says
 // which step saw it.
-func (b *Backend) exitedEarly(log *os.File, why string) error {
+func (o *opening) exitedEarly(why string) error {
+	b := o.b
 	hint := ""
 	if b.childMode {
 		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.server)
 	}
 	return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s%s; log: %s: %w",
-		why, hint, tail(log, 1500), goruntime.ErrUnavailable)
+		why, hint, tail(o.logr, 1500), goruntime.ErrUnavailable)
 }
 
 // gateEnded reports, after a step of the start failed, whether the reason
@@ -376,11 +378,11 @@ func (b *Backend) exitedEarly(log *os.File, why string) error {
 // and waits for its release, so one that is not a sandbox-server binary
 // (or one that crashed) ends before the cgroup or the id mapping can take
 // it. It returns nil while the gate still runs.
-func (b *Backend) gateEnded(cmd *exec.Cmd, exited <-chan struct{}, log *os.File) error {
+func (o *opening) gateEnded() error {
 	select {
-	case <-exited:
+	case <-o.exited:
 	case <-time.After(500 * time.Millisecond): // one that is gone is reaped at once (waitCmd)
 		return nil
 	}
-	return b.exitedEarly(log, fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", b.server, cmd.ProcessState))
+	return o.exitedEarly(fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", o.b.server, o.cmd.ProcessState))
 }

@@ -238,11 +238,11 @@ func (p *warmPool) close(ctx context.Context) error {
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
 // ready or one of its starts is under way for it (take), its memory limit
-// raised within the budget (claimWithin), else a start. Either way the pool refills in the background once
+// raised within the budget (budget.claim), else a start. Either way the pool refills in the background once
 // the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
-		if err := b.claimWithin(ctx, s); err != nil {
+		if err := b.budget.claim(ctx, s); err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -273,5 +273,5 @@ func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 // The last backend of the state directory to close (in any process)
 // also unmounts and deletes the spare disks (users.go).
 func (b *Backend) Close(ctx context.Context) error {
-	return errors.Join(b.pool.close(ctx), b.spareCaches.Close(ctx), b.spareDisks.Close(ctx), b.bg.close(ctx), b.leave())
+	return errors.Join(b.pool.close(ctx), b.caches.spares.Close(ctx), b.disks.spares.Close(ctx), b.bg.close(ctx), b.leave())
 }

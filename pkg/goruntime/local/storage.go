@@ -70,7 +70,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		return st, nil
 	}
 	if b.diskQuota {
-		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
+		d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
@@ -98,7 +98,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 			return st, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
-	if !b.claimSpare(seedDir, l.gocache()) {
+	if !b.caches.claim(seedDir, l.gocache()) {
 		if err := seed.Populate(seedDir, l.gocache()); err != nil {
 			return st, err
 		}
@@ -121,9 +121,9 @@ func (b *Backend) refillStorage(seedDir string) {
 		return // mounting one costs no more than claiming one
 	}
 	if b.diskQuota {
-		b.refillSpareDisks(seed.WithExtra(seedDir))
+		b.disks.refill(seed.WithExtra(seedDir))
 	} else {
-		b.refillSpares(seedDir)
+		b.caches.refill(seedDir)
 	}
 }
 

@@ -29,7 +29,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	s.cl.Close()
 	s.proc.close()
-	s.b.stopModules(s.meta.ID)
+	s.b.modules.stop(s.meta.ID)
 	if s.lifeline != nil {
 		s.lifeline.Close() // the server (PID 1) exits, and the sandbox with it
 	}

@@ -71,7 +71,7 @@ func (b *Backend) leave() error {
 	if !b.diskQuota || !lastUser(f) {
 		return nil
 	}
-	return b.removeSpareDisks()
+	return b.disks.removeSpares()
 }
 
 // lockHolders returns the processes holding a flock on f's file, from

@@ -21,9 +21,8 @@ func TestSpareCachesFillAndClaim(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(seedDir, "ab", "obj-d"), []byte("compiled"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend{opts: Options{StateDir: state, Logger: slog.New(slog.DiscardHandler)}}
-	b.spareCaches = b.newSpareCaches()
-	shelf := spareCacheShelf(b.spareDir(seedDir))
+	c := newCacheStore(Options{StateDir: state, Logger: slog.New(slog.DiscardHandler)})
+	shelf := spareCacheShelf(c.dir(seedDir))
 	ready := func() int { n, _ := shelf.Len(); return n }
 	waitReady := func(n int) {
 		t.Helper()
@@ -36,25 +35,25 @@ func TestSpareCachesFillAndClaim(t *testing.T) {
 		}
 	}
 
-	b.refillSpares(seedDir)
+	c.refill(seedDir)
 	waitReady(spareCachesKept)
 	dst := filepath.Join(state, "claimed")
-	if !b.claimSpare(seedDir, dst) {
-		t.Fatal("claimSpare found no spare in a full pool")
+	if !c.claim(seedDir, dst) {
+		t.Fatal("claim found no spare in a full pool")
 	}
 	if data, err := os.ReadFile(filepath.Join(dst, "ab", "obj-d")); err != nil || string(data) != "compiled" {
 		t.Fatalf("claimed cache holds %q, %v; want the seed's file", data, err)
 	}
-	b.refillSpares(seedDir)
+	c.refill(seedDir)
 	waitReady(spareCachesKept)
 
-	if err := b.spareCaches.Close(context.Background()); err != nil {
+	if err := c.spares.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !b.claimSpare(seedDir, filepath.Join(state, "claimed2")) {
-		t.Fatal("claimSpare after Close: the caches on disk outlive the backend, and should be claimed")
+	if !c.claim(seedDir, filepath.Join(state, "claimed2")) {
+		t.Fatal("claim after Close: the caches on disk outlive the backend, and should be claimed")
 	}
-	b.refillSpares(seedDir) // closed: fills nothing
+	c.refill(seedDir) // closed: fills nothing
 	if n := ready(); n != spareCachesKept-1 {
 		t.Fatalf("after Close and a claim: %d ready, want %d (no refill)", n, spareCachesKept-1)
 	}

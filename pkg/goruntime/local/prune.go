@@ -3,11 +3,8 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,109 +14,12 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
-// Spare build caches: populating a sandbox's GOCACHE from the seed costs a
-// few thousand hard links, the largest part of Open. The backend keeps a
-// small pool of caches populated ahead of time (package spares) under
-// StateDir/spare/<seed key>/; Open claims one with a rename (any process
-// may claim any spare) and refills the pool in the background.
-
-const spareCachesKept = 2
-
-// A spare filler that failed waits spareRetryMin before the next, doubling
-// with each failure in a row up to spareRetryMax.
-const (
-	spareRetryMin = time.Second
-	spareRetryMax = time.Minute
-)
-
-func (b *Backend) spareDir(seedDir string) string {
-	// Named after the seed the spares are linked from: once the extra
-	// seed is complete (seed.WithExtra), spares linked from the base alone
-	// are no longer claimed.
-	return stateDir(b.opts.StateDir).spare(seed.WithExtra(seedDir))
-}
-
-// claimSpare moves a spare cache to dst and reports whether it found one.
-func (b *Backend) claimSpare(seedDir, dst string) bool {
-	dir := b.spareDir(seedDir)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), dst); err == nil {
-			stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
-			_ = os.WriteFile(filepath.Join(dst, "trim.txt"), []byte(stamp), 0o644)
-			return true
-		}
-	}
-	return false
-}
-
-// newSpareCaches is the backend's spare caches, a pool per seed
-// directory (package spares): each fills a directory of caches that any
-// process of the state directory may claim (claimSpare), one cache at a
-// time.
-func (b *Backend) newSpareCaches() *spares.Keyed[string, string] {
-	return spares.NewKeyed(func(seedDir string) *spares.Pool[string] {
-		dir := b.spareDir(seedDir)
-		return spares.New(spares.Config[string]{
-			Make: func(context.Context) (string, error) {
-				if err := os.MkdirAll(dir, 0o700); err != nil {
-					return "", err
-				}
-				tmp := filepath.Join(dir, sandboxid.New()+".tmp")
-				if err := seed.Populate(seedDir, tmp); err != nil {
-					_ = tree.Remove(tmp)
-					return "", err
-				}
-				return tmp, nil
-			},
-			Shared:   spareCacheShelf(dir),
-			Discard:  tree.Remove,
-			Parallel: 1,
-			RetryMin: spareRetryMin,
-			RetryMax: spareRetryMax,
-			OnError: func(err error, _ time.Duration) {
-				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
-			},
-		})
-	})
-}
-
-// spareCacheShelf is a directory of spare caches: ready ones by name,
-// those being filled with the suffix .tmp.
-type spareCacheShelf string
-
-func (d spareCacheShelf) Len() (int, error) {
-	entries, err := os.ReadDir(string(d))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	ready := 0
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".tmp") {
-			ready++
-		}
-	}
-	return ready, err
-}
-
-// Put offers the filled cache tmp (named <id>.tmp) under its id.
-func (d spareCacheShelf) Put(tmp string) error {
-	return os.Rename(tmp, strings.TrimSuffix(tmp, ".tmp"))
-}
-
-// refillSpares tops the spare caches linked from seedDir up to
-// spareCachesKept.
-func (b *Backend) refillSpares(seedDir string) { b.spareCaches.Fill(seedDir, spareCachesKept) }
+// What a backend removes in the background: what dead sandboxes and
+// older versions left in the state directory (prune), and directories
+// moved out of the way (trash).
 
 // trash moves dir out of the way at once and deletes it in the background.
 func (b *Backend) trash(dir string) error {
@@ -167,7 +67,7 @@ func (b *Backend) prune(ctx context.Context) {
 				case !claimable:
 					// Linked from a seed that is gone or superseded: no
 					// Open claims it. Moving it away is the claim, as in
-					// claimSpare, so a claimer never gets a half-removed one.
+					// cacheStore.claim, so a claimer never gets a half-removed one.
 					dst := filepath.Join(stateDir(b.opts.StateDir).trash(), "spare-"+s.Name())
 					if os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(p, dst) == nil {
 						_ = tree.Remove(dst)
@@ -186,7 +86,7 @@ func (b *Backend) prune(ctx context.Context) {
 	// After the sandboxes below: a half-made one removed there (its
 	// opener died before it wrote its state file) leaves a lease whose
 	// directory is gone, freed here in the same prune.
-	defer func() { hostuid.PruneLeases(hostUIDDir); b.pruneDisks(live) }()
+	defer func() { hostuid.PruneLeases(hostUIDDir); b.disks.prune(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
 	if err != nil {
 		return
