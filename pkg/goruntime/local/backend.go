@@ -44,7 +44,7 @@ type Backend struct {
 	budget  budget        // admits sandboxes within the memory budget (budget.go)
 
 	// Storage made ahead for Open (package spares), per seed: build
-	// caches (spare.go) and disks (sparedisk.go).
+	// caches (sparecache.go) and disks (sparedisk.go).
 	caches *cacheStore // spare build caches (sparecache.go)
 	disks  *diskStore  // sandbox disks and their spares (sparedisk.go)
 
@@ -58,13 +58,13 @@ type Backend struct {
 
 	// Protections (protect.go), fixed by New.
 	layers          // seccomp filter and nested user namespace block
-	hostUID bool    // each sandbox runs as a host uid of its own (hostuid.go)
-	subIDs  *subIDs // not root: each sandbox runs as subordinate ids of its own (subids.go); nil: as the caller
+	hostUID bool    // each sandbox runs as a host uid of its own (idleases.go)
+	subIDs  *subIDs // not root: each sandbox runs as subordinate ids of its own (idleases.go); nil: as the caller
 	// Where bubblewrap binds Go, the module cache and the server from:
 	// their own paths, or stagings a sandbox uid can reach (stage.go).
 	bindGoroot, bindModCache, bindServer, bindProcessAPI string
 	diskQuota                                            bool // each sandbox gets a disk of its own (sparedisk.go)
-	memoryDisk                                           bool // ... a memory disk, as the backend is not root (memdisk.go)
+	memoryDisk                                           bool // ... a memory disk, as the backend is not root (storage.go)
 
 	modules moduleProxies // Options.AllowModules (modules.go)
 

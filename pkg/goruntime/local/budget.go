@@ -2,7 +2,7 @@ package local
 
 // The memory budget of a user's sandboxes (Options.MemoryBudgetBytes).
 // A backend that is not root keeps each sandbox's disk in memory
-// (memdisk.go) and promises the sandbox its disk on top of MemoryBytes:
+// (storage.go) and promises the sandbox its disk on top of MemoryBytes:
 // its cgroup's memory limit is MemoryBytes+DiskBytes. Nothing else
 // bounds the sum, and a few sandboxes filling their disks would take the
 // host's memory and wake its OOM killer. So a sandbox is admitted only

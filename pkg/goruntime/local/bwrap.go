@@ -24,7 +24,7 @@ const (
 	processAPIBin = "/.sandbox/" + server.ProcessAPIName
 	modCacheRO    = "/go/pkg/mod" // the host module cache, read-only
 	// hostSocketsDir holds the host's sockets for a sandbox with ids of
-	// its own (subids.go): the module proxy's.
+	// its own (idleases.go): the module proxy's.
 	hostSocketsDir = "/run/sandbox-host"
 	sandboxUID     = 1000
 	socketName     = "server.sock"
@@ -148,7 +148,7 @@ func (b *Backend) mountArgs(l layout) []string {
 	// under runRoot, and the module cache, Go and the server are staged
 	// there when their own paths are not (stage.go); as a user's
 	// subordinate ids, its disk is under the user's subIDRoot and the
-	// rest is staged on it (subids.go, l.source).
+	// rest is staged on it (idleases.go, l.source).
 	bind := func(flag, src, dst string) { a = append(a, flag, l.source(src), dst) }
 	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
 	if b.opts.Network {

@@ -1,5 +1,11 @@
 package local
 
+// A sandbox's own limits, as the host sets them: its cgroup's (memory,
+// tasks, CPU), its rlimits, and the notes that say which one a command
+// hit. The host's limits, which many sandboxes run into together, are
+// hostlimits.go's; the limits set inside a sandbox's namespaces,
+// internal/nslimits'.
+
 import (
 	"context"
 	"fmt"
@@ -17,7 +23,7 @@ import (
 
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
 // starts it at the warm pool's CPU weight. A sandbox on a memory disk
-// (memdisk.go) has its memory limit raised by the disk's size: the
+// (storage.go) has its memory limit raised by the disk's size: the
 // disk's files are charged to it, and a full disk must leave its
 // processes the MemoryBytes they were promised. Its socket buffers stay
 // bounded by MemoryBytes alone (cgroups.Limits.FilesBytes).
@@ -223,4 +229,15 @@ func fileTableProblem(memoryBytes, fileMax int64) *Protection {
 		Fix: fmt.Sprintf("raise it as systemd does at every boot: %s (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
 			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, with Options.DiskBytes when the disk is in memory); or relax it (Options.Relax.FileTable)",
 			SetupCommand(callerName()), systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
+}
+
+// groupCPUWeight is the CPU weight every sandbox start gives the group
+// of all sandboxes (cgroups.Limits.GroupWeight): Options.CPUWeight, else
+// the calling process's own weight (cgroups.CallerWeight), read now so
+// that a renice of the caller applies to the sandboxes started after it.
+func (o Options) groupCPUWeight() int {
+	if o.CPUWeight > 0 {
+		return o.CPUWeight
+	}
+	return cgroups.CallerWeight()
 }
