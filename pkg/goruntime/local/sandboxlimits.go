@@ -109,16 +109,16 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 	res.DiskCounted = w.disk != nil
 	if u, full := w.disk.Finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
 		res.Limit = goruntime.LimitDisk
-		res.Stderr += s.b.diskNote(u)
+		res.Stderr += s.b.opts.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
 		if err := cg.Kill(s.keep); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
-		res.Stderr += s.b.limitNote(res.Limit)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.memoryDisk)
 	}
 	if res.Limit == goruntime.LimitFileSize {
-		res.Stderr += s.b.limitNote(res.Limit)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.memoryDisk)
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
@@ -131,29 +131,30 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 // memory, process or file size limit: which limit, its value and where it
 // is set. Files in /dev/shm count against the memory limit and outlive
 // commands; on a memory disk, so do the disk's files: the limit the
-// note states is the one the cgroup applies (chargedMemory).
-func (b *Backend) limitNote(l goruntime.Limit) string {
+// note states is the one the cgroup applies (chargedMemory); memoryDisk:
+// the sandboxes' disks are in memory.
+func (o Options) limitNote(l goruntime.Limit, memoryDisk bool) string {
 	if l == goruntime.LimitFileSize {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", o.FileSizeBytes>>20)
 	}
 	if l == goruntime.LimitProcesses {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", b.opts.Processes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", o.Processes)
 	}
-	if b.memoryDisk {
+	if memoryDisk {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %s for its processes and their /dev/shm files (Options.MemoryBytes) and up to %s more while its disk is empty: "+
 			"the disk is in memory (Options.DiskBytes), so its processes and the files on its disk share %s; what the command left running was killed.]\n",
-			sizeText(b.opts.MemoryBytes), sizeText(b.opts.DiskBytes), sizeText(b.opts.chargedMemory(true)))
+			sizeText(o.MemoryBytes), sizeText(o.DiskBytes), sizeText(o.chargedMemory(true)))
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", o.MemoryBytes>>20)
 }
 
 // diskNote is the note appended to a command's stderr when it ran the
 // sandbox's disk out of bytes or inodes.
-func (b *Backend) diskNote(u disk.Usage) string {
+func (o Options) diskNote(u disk.Usage) string {
 	if u.FreeInodes == 0 {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes); delete files to go on.]\n", b.opts.DiskInodes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes); delete files to go on.]\n", o.DiskInodes)
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", o.DiskBytes>>20)
 }
 
 // fileTableShare is how much of the host's open-file table one sandbox may
