@@ -75,15 +75,15 @@ func TestBudgetError(t *testing.T) {
 // memory limit states the limit the cgroup applies: on a memory disk,
 // the processes' memory and up to the whole disk more while it is empty.
 func TestMemoryNoteStatesTheLimit(t *testing.T) {
-	b := &Backend{opts: Options{MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, memoryDisk: true}
-	note := b.opts.limitNote(goruntime.LimitMemory, b.memoryDisk)
+	b := &Backend{opts: Options{MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, host: host{memoryDisk: true}}
+	note := b.opts.limitNote(goruntime.LimitMemory, b.host.memoryDisk)
 	for _, want := range []string{"1 GiB for its processes", "up to 4 GiB more while its disk is empty", "the disk is in memory (Options.DiskBytes)", "share 5 GiB"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("memory disk: note %q does not say %q", note, want)
 		}
 	}
-	b.memoryDisk = false
-	if note := b.opts.limitNote(goruntime.LimitMemory, b.memoryDisk); !strings.Contains(note, "1024 MiB for all its processes") || strings.Contains(note, "disk") {
+	b.host.memoryDisk = false
+	if note := b.opts.limitNote(goruntime.LimitMemory, b.host.memoryDisk); !strings.Contains(note, "1024 MiB for all its processes") || strings.Contains(note, "disk") {
 		t.Errorf("ext4 disk: note %q", note)
 	}
 }

@@ -51,16 +51,16 @@ const lifelineFD = 3
 
 // procs is GOMAXPROCS for a sandbox's commands: its CPUs, at most the
 // host's.
-func (b *Backend) procs() int { return min(b.opts.CPUs, runtime.NumCPU()) }
+func (h *host) procs() int { return min(h.opts.CPUs, runtime.NumCPU()) }
 
 // sandboxEnv is the environment of the server and so of every command,
 // but for GOMAXPROCS: the server runs with 1 (its own work is a request
 // or two at a time, and each P costs it ~0.15 MiB resident, a twentieth
 // of an idle sandbox) and gives commands procs (serverFlags).
-func (b *Backend) sandboxEnv() []string {
-	o := b.opts
+func (h *host) sandboxEnv() []string {
+	o := *h.opts
 	env := []string{
-		"PATH=" + filepath.Join(b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"PATH=" + filepath.Join(h.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + homeDir,
 		"USER=sandbox",
 		"LOGNAME=sandbox",
@@ -80,14 +80,14 @@ func (b *Backend) sandboxEnv() []string {
 	// Network, from the host's GOPROXY after it; with AllowModules, from
 	// the host's module proxy after it (modules.go).
 	env = append(env, "GOMODCACHE="+homeDir+"/go/pkg/mod")
-	return append(env, b.moduleEnv()...)
+	return append(env, h.moduleEnv()...)
 }
 
 // seedEnv is sandboxEnv as the seed build on the host needs it: the
 // settings that enter action IDs, none of the sandbox paths.
-func (b *Backend) seedEnv() []string {
+func (h *host) seedEnv() []string {
 	var env []string
-	for _, kv := range b.sandboxEnv() {
+	for _, kv := range h.sandboxEnv() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "GOTOOLCHAIN", "GOTELEMETRY", "CGO_ENABLED", "GOFLAGS", "LANG":
@@ -95,14 +95,14 @@ func (b *Backend) seedEnv() []string {
 		}
 	}
 	return append(env,
-		"PATH="+filepath.Join(b.goroot, "bin")+":/usr/local/bin:/usr/bin:/bin",
-		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+b.modCache)
+		"PATH="+filepath.Join(h.goroot, "bin")+":/usr/local/bin:/usr/bin:/bin",
+		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+h.modCache)
 }
 
 // bwrapArgs builds bubblewrap's command line for a sandbox. Files it
 // passes by descriptor (the seccomp program, bind sources when the sandbox
 // runs as a host uid of its own) are added to x.
-func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]string, error) {
+func (h *host) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]string, error) {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
@@ -111,22 +111,22 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		"--new-session",
 		"--clearenv",
 	}
-	prot, err := b.protectionArgs(x)
+	prot, err := h.protectionArgs(x)
 	if err != nil {
 		return nil, err
 	}
 	a = append(a, prot...)
 	// Without Network the gate has made the sandbox's network namespace
 	// (netns.go), and bubblewrap shares it: no --unshare-net.
-	for _, kv := range b.sandboxEnv() {
+	for _, kv := range h.sandboxEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	if b.childMode {
+	if h.childMode {
 		a = append(a, "--setenv", childEnv, "1")
 	}
 	a = append(a, systemArgs()...)
-	a = append(a, b.mountArgs(l)...)
+	a = append(a, h.mountArgs(l)...)
 	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", appDir,
@@ -134,13 +134,13 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		"--",
 		serverBin,
 	)
-	return append(a, b.serverFlags(idleExit).Args()...), nil
+	return append(a, h.serverFlags(idleExit).Args()...), nil
 }
 
 // mountArgs are bubblewrap's arguments for the sandbox's file system
 // past the system's (systemArgs): the host's /etc files it reads, its
 // own, Go, the module cache, /proc, /dev and its writable directories.
-func (b *Backend) mountArgs(l layout) []string {
+func (h *host) mountArgs(l layout) []string {
 	var a []string
 	// bind binds a path of ours. When sandboxes run as a host uid of
 	// their own, bubblewrap runs as that uid and must reach every source
@@ -151,7 +151,7 @@ func (b *Backend) mountArgs(l layout) []string {
 	// rest is staged on it (idleases.go, l.source).
 	bind := func(flag, src, dst string) { a = append(a, flag, l.source(src), dst) }
 	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
-	if b.opts.Network {
+	if h.opts.Network {
 		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
 	} else {
 		bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts")
@@ -159,16 +159,16 @@ func (b *Backend) mountArgs(l layout) []string {
 	for _, p := range etc {
 		a = append(a, "--ro-bind-try", p, p)
 	}
-	if b.modCache == "" {
+	if h.modCache == "" {
 		a = append(a, "--dir", modCacheRO)
 	}
 	bind("--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd")
 	bind("--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group")
-	if !strings.HasPrefix(b.goroot, "/usr/") {
-		bind("--ro-bind", b.bindGoroot, b.goroot)
+	if !strings.HasPrefix(h.goroot, "/usr/") {
+		bind("--ro-bind", h.bindGoroot, h.goroot)
 	}
-	if b.modCache != "" {
-		bind("--ro-bind", b.bindModCache, modCacheRO)
+	if h.modCache != "" {
+		bind("--ro-bind", h.bindModCache, modCacheRO)
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev",
 		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
@@ -176,9 +176,9 @@ func (b *Backend) mountArgs(l layout) []string {
 	bind("--bind", l.home(), homeDir)
 	bind("--bind", l.tmp(), "/tmp")
 	bind("--bind", l.run(), runDir)
-	bind("--ro-bind", b.bindServer, serverBin)
-	if b.processAPI != "" {
-		bind("--ro-bind", b.bindProcessAPI, processAPIBin)
+	bind("--ro-bind", h.bindServer, serverBin)
+	if h.processAPI != "" {
+		bind("--ro-bind", h.bindProcessAPI, processAPIBin)
 	}
 	if l.ownIDs {
 		// The host's sockets for it (the module proxy's), in a directory
@@ -191,7 +191,7 @@ func (b *Backend) mountArgs(l layout) []string {
 // serverFlags are the settings of a sandbox's runtime server; idleExit,
 // when positive, makes it end the sandbox once idle that long (a handle's
 // sandbox, handles.go).
-func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
+func (h *host) serverFlags(idleExit time.Duration) server.Flags {
 	f := server.Defaults()
 	f.Init = true
 	f.LifelineFD = lifelineFD
@@ -199,11 +199,11 @@ func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
 	f.Addr = "unix:" + runDir + "/" + socketName
 	f.GRPCAddr = "unix:" + runDir + "/" + grpcSocketName
 	f.BaseDir = appDir
-	f.ExecTimeout.D = b.opts.ExecTimeout
-	f.MaxOutputBytes = b.opts.OutputBytes
+	f.ExecTimeout.D = h.opts.ExecTimeout
+	f.MaxOutputBytes = h.opts.OutputBytes
 	f.OSThreads = serverOSThreads
-	f.CommandGOMAXPROCS = int64(b.procs())
-	b.modules.relayFlags(&f, b.subIDs != nil)
+	f.CommandGOMAXPROCS = int64(h.procs())
+	h.modules.relayFlags(&f, h.subIDs != nil)
 	return f
 }
 

@@ -15,7 +15,7 @@ func SetFileCallDeadlines(b *Backend, floor, perMiB time.Duration) {
 // ChargedMemory is the most memory b's sandboxes are charged before their
 // memory limit is hit: Options.MemoryBytes, plus Options.DiskBytes when
 // their disks are in memory (a backend that is not root).
-func ChargedMemory(b *Backend) int64 { return b.opts.chargedMemory(b.memoryDisk) }
+func ChargedMemory(b *Backend) int64 { return b.opts.chargedMemory(b.host.memoryDisk) }
 
 // SetMaxLoopDevices makes b refuse a new sandbox disk while n or more loop
 // devices are attached on the host, as the kernel would past its limit.

@@ -32,8 +32,8 @@ const hostUIDDir = runRoot + "/uids"
 
 // allocUID leases a free uid from the configured range to the sandbox in
 // dir (hostuid.Alloc).
-func (b *Backend) allocUID(dir string) (int, error) {
-	uid, err := hostuid.Alloc(hostUIDDir, dir, b.opts.HostUIDBase, b.opts.HostUIDCount, sandboxAlive)
+func (h *host) allocUID(dir string) (int, error) {
+	uid, err := hostuid.Alloc(hostUIDDir, dir, h.opts.HostUIDBase, h.opts.HostUIDCount, sandboxAlive)
 	if err != nil {
 		return 0, fmt.Errorf("%w: close some, or raise Options.HostUIDCount (and keep the range, from Options.HostUIDBase, clear of real users)", err)
 	}
@@ -192,12 +192,12 @@ func (s subIDs) alloc(dir string) (uid, gid int, err error) {
 
 // uidLeases is the directory of the backend's uid leases: root's, the
 // user's subordinate ones, or "" (none).
-func (b *Backend) uidLeases() string {
+func (h *host) uidLeases() string {
 	switch {
-	case b.hostUID:
+	case h.hostUID:
 		return hostUIDDir
-	case b.subIDs != nil:
-		return b.subIDs.leases()
+	case h.subIDs != nil:
+		return h.subIDs.leases()
 	}
 	return ""
 }
@@ -207,10 +207,10 @@ func (b *Backend) uidLeases() string {
 // l.staged to match: the sandbox's etc directory always (it is under the
 // state directory), Go, the module cache and the server where a directory
 // on the way is closed to others.
-func (b *Backend) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
+func (h *host) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
 	stage := []disk.Staged{{Src: l.etc(), Name: "etc"}}
 	for _, c := range []struct{ src, name string }{
-		{b.goroot, "goroot"}, {b.modCache, "modcache"}, {b.server, "server"}, {b.processAPI, "processapi"},
+		{h.goroot, "goroot"}, {h.modCache, "modcache"}, {h.server, "server"}, {h.processAPI, "processapi"},
 	} {
 		if c.src != "" && !hostuid.Reachable(c.src) {
 			stage = append(stage, disk.Staged{Src: c.src, Name: c.name})

@@ -46,7 +46,7 @@ type moduleProxies struct {
 
 // setup creates the module proxy when o.AllowModules names patterns,
 // fetching with the go command of goroot into modCache from the host's
-// hostProxy and hostSumDB (Backend.findGo).
+// hostProxy and hostSumDB (host.findGo).
 func (m *moduleProxies) setup(o Options, goroot, modCache, hostProxy, hostSumDB string) error {
 	m.servers, m.logger = map[string]*http.Server{}, o.Logger
 	if len(o.AllowModules) == 0 {
@@ -163,12 +163,12 @@ func (m *moduleProxies) stop(id string) {
 // the host module cache, read-only, as a file:// proxy, then (with an
 // allowlist) the relay. Checksums are not verified inside: the host's go
 // command verified what is in its cache when it downloaded it.
-func (b *Backend) moduleEnv() []string {
+func (h *host) moduleEnv() []string {
 	cache := "file://" + modCacheRO + "/cache/download"
 	switch {
-	case b.opts.Network:
-		return []string{"GOPROXY=" + cache + "," + b.hostProxy, "GOSUMDB=" + b.hostSumDB}
-	case b.modules.proxy != nil:
+	case h.opts.Network:
+		return []string{"GOPROXY=" + cache + "," + h.hostProxy, "GOSUMDB=" + h.hostSumDB}
+	case h.modules.proxy != nil:
 		// The file:// proxy first: what the host has is served without a
 		// round trip, and modules outside the allowlist still resolve
 		// from it. The relay last: its 404 text (a refusal naming the

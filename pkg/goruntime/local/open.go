@@ -226,18 +226,18 @@ func (o *opening) gate() error {
 // bubblewrap's arguments.
 func (o *opening) gateCommand(releaseFD int) (*exec.Cmd, error) {
 	b := o.b
-	bargs, err := b.bwrapArgs(o.l, &o.x, o.idleExit)
+	bargs, err := b.host.bwrapArgs(o.l, &o.x, o.idleExit)
 	if err != nil {
 		return nil, err
 	}
-	plan := gate.Plan{WaitFD: releaseFD, Pass: o.x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: o.st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
+	plan := gate.Plan{WaitFD: releaseFD, Pass: o.x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: o.st.memory, Net: b.opts.netPlan(), Command: append([]string{b.host.bwrap}, bargs...)}
 	plan.UID, plan.GID = o.st.gateIDs()
 	if o.st.disk != nil && o.st.memory == nil {
 		// The disk goes with the sandbox into a mount namespace of its
 		// own, without the other sandboxes' (internal/gate/mounts.go).
 		plan.Mounts = &gate.Mounts{Keep: o.st.disk.Dir, Drop: []string{diskMounts, b.disks.dir}}
 	}
-	cmd, err := gate.Command(b.server, plan, gateNS(o.st.ns, plan), gateEnv())
+	cmd, err := gate.Command(b.host.server, plan, gateNS(o.st.ns, plan), gateEnv())
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +347,7 @@ func (o *opening) waitReady(timeout time.Duration) error {
 			return o.exitedEarly("")
 		case <-ctx.Done():
 			hint := ""
-			if s.b.childMode {
+			if s.b.host.childMode {
 				hint = " (is local.ServeIfChild() the first call in main?)"
 			}
 			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
@@ -366,8 +366,8 @@ func (o *opening) waitReady(timeout time.Duration) error {
 func (o *opening) exitedEarly(why string) error {
 	b := o.b
 	hint := ""
-	if b.childMode {
-		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.server)
+	if b.host.childMode {
+		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.host.server)
 	}
 	return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s%s; log: %s: %w",
 		why, hint, tail(o.logr, 1500), goruntime.ErrUnavailable)
@@ -384,5 +384,5 @@ func (o *opening) gateEnded() error {
 	case <-time.After(500 * time.Millisecond): // one that is gone is reaped at once (waitCmd)
 		return nil
 	}
-	return o.exitedEarly(fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", o.b.server, o.cmd.ProcessState))
+	return o.exitedEarly(fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", o.b.host.server, o.cmd.ProcessState))
 }

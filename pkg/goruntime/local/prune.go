@@ -115,7 +115,7 @@ func (b *Backend) prune(ctx context.Context) {
 			continue
 		}
 		_ = m.Cgroup.Remove()
-		_ = (storage{uid: m.HostUID, disk: m.Disk, leases: b.uidLeases()}).release(l.dir)
+		_ = (storage{uid: m.HostUID, disk: m.Disk, leases: b.host.uidLeases()}).release(l.dir)
 		_ = tree.Remove(l.dir)
 	}
 }

@@ -115,15 +115,15 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 		if err := cg.Kill(s.keep); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
-		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.memoryDisk)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.host.memoryDisk)
 	}
 	if res.Limit == goruntime.LimitFileSize {
-		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.memoryDisk)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.host.memoryDisk)
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
 			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (local.Options.AllowModules), "+
-			"or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+			"or open the sandbox with network access (local.Options.Network).]\n", s.b.host.modCache)
 	}
 }
 

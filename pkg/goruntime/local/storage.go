@@ -20,7 +20,7 @@ import (
 type storage struct {
 	uid  int
 	disk *disk.Disk
-	// leases is the directory of uid's lease (Backend.uidLeases).
+	// leases is the directory of uid's lease (host.uidLeases).
 	leases string
 	// memory is the memory disk the gate mounts before it becomes
 	// bubblewrap, in the user namespace ns (nil: none).
@@ -47,21 +47,21 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 			st.release(l.dir)
 		}
 	}()
-	st.leases = b.uidLeases()
-	if b.hostUID {
-		if st.uid, err = b.allocUID(l.dir); err != nil {
+	st.leases = b.host.uidLeases()
+	if b.host.hostUID {
+		if st.uid, err = b.host.allocUID(l.dir); err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 	}
 	var id disk.Identity
-	if b.subIDs != nil {
-		uid, gid, err := b.subIDs.alloc(l.dir)
+	if b.host.subIDs != nil {
+		uid, gid, err := b.host.subIDs.alloc(l.dir)
 		if err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 		}
-		id, st.uid = b.subIDs.identity(uid, gid), uid
+		id, st.uid = b.host.subIDs.identity(uid, gid), uid
 	}
-	if b.memoryDisk {
+	if b.host.memoryDisk {
 		d, g, ns, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
@@ -69,7 +69,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		st.disk, st.memory, st.ns = &d, g, ns
 		return st, nil
 	}
-	if b.diskQuota {
+	if b.host.diskQuota {
 		d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
@@ -85,7 +85,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 		return st, nil
 	}
-	if b.hostUID && !hostuid.Reachable(b.sandboxes) {
+	if b.host.hostUID && !hostuid.Reachable(b.sandboxes) {
 		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
 			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
@@ -117,10 +117,10 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
 func (b *Backend) refillStorage(seedDir string) {
-	if b.memoryDisk {
+	if b.host.memoryDisk {
 		return // mounting one costs no more than claiming one
 	}
-	if b.diskQuota {
+	if b.host.diskQuota {
 		b.disks.refill(seed.WithExtra(seedDir))
 	} else {
 		b.caches.refill(seedDir)
@@ -215,7 +215,7 @@ func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (d
 	d := disk.Memory(filepath.Join(l.dir, "disk"))
 	dirs := []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")}
 	if id.UID > 0 {
-		d = disk.Memory(b.subIDs.diskDir())
+		d = disk.Memory(b.host.subIDs.diskDir())
 		d.OwnIDs = true
 		dirs = dirs[1:]
 	}
@@ -231,7 +231,7 @@ func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (d
 		if err := os.Chmod(l.etc(), 0o755); err != nil {
 			return d, nil, nil, err
 		}
-		id.Stage = b.stageForOwnIDs(l, d)
+		id.Stage = b.host.stageForOwnIDs(l, d)
 	}
 	sp := disk.Spec{Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: memoryDiskLayout()}
 	g, ns, err := disk.MemoryPlan(d, sp, id)

@@ -59,7 +59,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
 	s.closeLog() // it holds the disk's file system
-	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.uidLeases()}).release(s.l.dir); err != nil {
+	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.host.uidLeases()}).release(s.l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.b.trash(s.l.dir); err != nil {

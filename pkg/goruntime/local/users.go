@@ -68,7 +68,7 @@ func (b *Backend) leave() error {
 		return nil
 	}
 	defer f.Close()
-	if !b.diskQuota || !lastUser(f) {
+	if !b.host.diskQuota || !lastUser(f) {
 		return nil
 	}
 	return b.disks.removeSpares()
