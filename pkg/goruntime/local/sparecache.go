@@ -79,7 +79,7 @@ func (c *cacheStore) claim(seedDir, dst string) bool {
 func (c *cacheStore) newSpares() *spares.Keyed[string, string] {
 	return spares.NewKeyed(func(seedDir string) *spares.Pool[string] {
 		dir := c.dir(seedDir)
-		return spares.New(spares.Config[string]{
+		return spares.New(sharedSpares(spares.Config[string]{
 			Make: func(context.Context) (string, error) {
 				if err := os.MkdirAll(dir, 0o700); err != nil {
 					return "", err
@@ -91,16 +91,20 @@ func (c *cacheStore) newSpares() *spares.Keyed[string, string] {
 				}
 				return tmp, nil
 			},
-			Shared:   spareCacheShelf(dir),
-			Discard:  tree.Remove,
-			Parallel: 1,
-			RetryMin: spareRetryMin,
-			RetryMax: spareRetryMax,
-			OnError: func(err error, _ time.Duration) {
-				c.logger.Debug("local backend: fill spare build cache", "err", err)
-			},
-		})
+			Shared:  spareCacheShelf(dir),
+			Discard: tree.Remove,
+		}, c.logger, "fill spare build cache"))
 	})
+}
+
+// sharedSpares is cfg for a pool of spares that every process of the
+// state directory claims from (cfg.Shared): made one at a time, a failed
+// fill waiting spareRetryMin doubling up to spareRetryMax, logged as
+// what.
+func sharedSpares[T any](cfg spares.Config[T], logger *slog.Logger, what string) spares.Config[T] {
+	cfg.Parallel, cfg.RetryMin, cfg.RetryMax = 1, spareRetryMin, spareRetryMax
+	cfg.OnError = func(err error, _ time.Duration) { logger.Debug("local backend: "+what, "err", err) }
+	return cfg
 }
 
 // spareCacheShelf is a directory of spare caches: ready ones by name,

@@ -125,21 +125,15 @@ func (d *diskStore) claimSpare(seed string) (disk.Disk, bool) {
 // at a time.
 func (d *diskStore) newSpares() *spares.Keyed[string, disk.Disk] {
 	return spares.NewKeyed(func(seed string) *spares.Pool[disk.Disk] {
-		return spares.New(spares.Config[disk.Disk]{
+		return spares.New(sharedSpares(spares.Config[disk.Disk]{
 			Make: func(ctx context.Context) (disk.Disk, error) {
 				ctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
 				return disk.Make(ctx, sandboxid.New(), d.spec(seed))
 			},
-			Shared:   spareDiskShelf(d.spareDir(seed)),
-			Discard:  disk.Disk.Remove,
-			Parallel: 1,
-			RetryMin: spareRetryMin,
-			RetryMax: spareRetryMax,
-			OnError: func(err error, _ time.Duration) {
-				d.logger.Debug("local backend: make spare disk", "err", err)
-			},
-		})
+			Shared:  spareDiskShelf(d.spareDir(seed)),
+			Discard: disk.Disk.Remove,
+		}, d.logger, "make spare disk"))
 	})
 }
 
