@@ -26,23 +26,17 @@ const serverBinaryFix = "build cmd/sandbox-server and cmd/" + server.ProcessAPIN
 // goruntime.Backend. Its methods are safe for concurrent use.
 type Backend struct {
 	opts      Options
-	bwrap     string
-	goroot    string
-	modCache  string
-	hostProxy string
-	hostSumDB string
-	server    string
-	childMode bool // server is this program, re-executed (ServeIfChild)
-	// processAPI is the server's process API companion
-	// (server.ProcessAPIName next to server); empty in childMode, where
-	// the re-executed program serves the API itself.
-	processAPI string
-	sandboxes  string
+	host      host   // what New found and fixed for every sandbox (host.go)
+	sandboxes string // StateDir/sandboxes
 
-	seeds *seed.Builder // the seed build cache's builds (seedrun.go)
+	seeds   *seed.Builder // the seed build cache's builds (seedrun.go)
+	handles handleStore   // the durable handles' records and reaper (handlestore.go)
+	budget  budget        // admits sandboxes within the memory budget (budget.go)
 
-	refilling      atomic.Bool // a spare-cache filler runs
-	refillingDisks atomic.Bool // a spare-disk filler runs
+	// Storage made ahead for Open (package spares), per seed: build
+	// caches (sparecache.go) and disks (sparedisk.go).
+	caches *cacheStore // spare build caches (sparecache.go)
+	disks  *diskStore  // sandbox disks and their spares (sparedisk.go)
 
 	bg *background // work that outlives its caller; Close ends it (background.go)
 	// starts holds a slot per sandbox start under way (open.go,
@@ -52,21 +46,8 @@ type Backend struct {
 
 	callDeadlines callDeadlines // file calls' deadlines when set (tests); deadline.go
 
-	// Protections (protect.go), fixed by New.
-	layers          // seccomp filter and nested user namespace block
-	hostUID bool    // each sandbox runs as a host uid of its own (hostuid.go)
-	subIDs  *subIDs // not root: each sandbox runs as subordinate ids of its own (subids.go); nil: as the caller
-	// Where bubblewrap binds Go, the module cache and the server from:
-	// their own paths, or stagings a sandbox uid can reach (stage.go).
-	bindGoroot, bindModCache, bindServer, bindProcessAPI string
-	diskQuota                                            bool // each sandbox gets a disk of its own (sparedisk.go)
-	memoryDisk                                           bool // ... a memory disk, as the backend is not root (memdisk.go)
-
 	modules moduleProxies // Options.AllowModules (modules.go)
 
-	// maxLoops caps the host's attached loop devices for new disks
-	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
-	maxLoops int
 	// taskLimit stands for the kernel's task limit (checkTasks); 0: the
 	// kernel's own. Tests set it.
 	taskLimit int
@@ -89,6 +70,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, err
 	}
 	b := &Backend{opts: o, bg: newBackground(), starts: make(chan struct{}, startSlots())}
+	b.host.opts, b.host.modules = &b.opts, &b.modules
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("local backend: %s: %w", fmt.Sprintf(format, args...), goruntime.ErrUnavailable)
 	}
@@ -96,17 +78,17 @@ func New(opts Options) (_ *Backend, retErr error) {
 	if err != nil {
 		return nil, unavailable("bubblewrap (%s) not found: %s", o.BwrapPath, installHint)
 	}
-	b.bwrap = bw
+	b.host.bwrap = bw
 	sb, err := findServerBinary(o)
 	if err != nil {
 		return nil, unavailable("%v", err)
 	}
-	b.server, b.processAPI, b.childMode = sb.Path, sb.ProcessAPI, sb.ChildMode
-	if err := b.setupProtections(); err != nil {
+	b.host.server, b.host.processAPI, b.host.childMode = sb.Path, sb.ProcessAPI, sb.ChildMode
+	if err := b.host.setupProtections(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	if out, err := trialSandbox(context.Background(), b.bwrap, b.layers, b.trialUID()); err != nil {
-		return nil, unavailable("%s", b.diagnoseTrial(context.Background(), out, err))
+	if out, err := trialSandbox(context.Background(), b.host.bwrap, b.host.layers, b.host.trialUID()); err != nil {
+		return nil, unavailable("%s", b.host.diagnoseTrial(context.Background(), out, err))
 	}
 
 	if o.StateDir == "" {
@@ -118,6 +100,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 	}
 	b.opts.StateDir = o.StateDir
 	b.sandboxes = stateDir(o.StateDir).sandboxes()
+	b.caches, b.disks = newCacheStore(b.opts), newDiskStore(b.opts)
 	if err := os.MkdirAll(b.sandboxes, 0o700); err != nil {
 		return nil, unavailable("create state directory: %v", err)
 	}
@@ -137,28 +120,31 @@ func New(opts Options) (_ *Backend, retErr error) {
 		}
 	}()
 
-	if err := b.findGo(); err != nil {
+	if err := b.host.findGo(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.goroot, b.seedEnv, b.bg.start, b.seedReady, o.Logger)
-	if err := b.stageBinds(); err != nil {
+	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.host.goroot, b.host.seedEnv, b.bg.start, b.seedReady, o.Logger)
+	if err := b.host.stageBinds(); err != nil {
 		return nil, unavailable("%v", err)
 	}
-	if err := b.setupModuleProxy(); err != nil {
+	if err := b.modules.setup(b.opts, b.host.goroot, b.host.modCache, b.host.hostProxy, b.host.hostSumDB); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	b.bg.start(b.prune)
-	b.bg.start(b.runHandleReaper)
+	b.handles = handleStore{root: stateDir(o.StateDir).handles(), destroy: b.destroy, logger: o.Logger,
+		alive: func(id string) bool { return sandboxRuns(b.sandboxes, id) }}
+	b.bg.start(b.handles.runReaper)
+	b.budget = budget{opts: b.opts, memoryDisk: b.host.memoryDisk, evict: func(ctx context.Context) bool { return b.pool.evict(ctx) }}
 	b.pool = newWarmPool(b, o.WarmPool)
 	b.pool.refill() // once the seed is complete: now, or when a build completes it (seedReady)
 	return b, nil
 }
 
 // findGo fills goroot, modCache and the host's proxy settings.
-func (b *Backend) findGo() error {
+func (h *host) findGo() error {
 	goCmd := "go"
-	if b.opts.GoRoot != "" {
-		goCmd = filepath.Join(b.opts.GoRoot, "bin", "go")
+	if h.opts.GoRoot != "" {
+		goCmd = filepath.Join(h.opts.GoRoot, "bin", "go")
 	}
 	goBin, err := exec.LookPath(goCmd)
 	if err != nil {
@@ -172,24 +158,24 @@ func (b *Backend) findGo() error {
 	if len(lines) != 4 {
 		return fmt.Errorf("go env: unexpected output %q", out)
 	}
-	b.goroot = lines[0]
-	if b.opts.GoRoot != "" {
-		b.goroot = b.opts.GoRoot
+	h.goroot = lines[0]
+	if h.opts.GoRoot != "" {
+		h.goroot = h.opts.GoRoot
 	}
-	b.modCache = lines[1]
-	if b.opts.ModCache != "" {
-		b.modCache = b.opts.ModCache
+	h.modCache = lines[1]
+	if h.opts.ModCache != "" {
+		h.modCache = h.opts.ModCache
 	}
-	b.hostProxy, b.hostSumDB = lines[2], lines[3]
-	if b.hostProxy == "" || b.hostProxy == "off" {
-		b.hostProxy = "https://proxy.golang.org,direct"
+	h.hostProxy, h.hostSumDB = lines[2], lines[3]
+	if h.hostProxy == "" || h.hostProxy == "off" {
+		h.hostProxy = "https://proxy.golang.org,direct"
 	}
-	if b.hostSumDB == "" {
-		b.hostSumDB = "sum.golang.org"
+	if h.hostSumDB == "" {
+		h.hostSumDB = "sum.golang.org"
 	}
-	if _, err := os.Stat(b.modCache); err != nil {
-		if err := os.MkdirAll(b.modCache, 0o755); err != nil {
-			return fmt.Errorf("module cache %s: %v", b.modCache, err)
+	if _, err := os.Stat(h.modCache); err != nil {
+		if err := os.MkdirAll(h.modCache, 0o755); err != nil {
+			return fmt.Errorf("module cache %s: %v", h.modCache, err)
 		}
 	}
 	return nil
@@ -287,7 +273,7 @@ func (b *Backend) Open(ctx context.Context) (goruntime.Sandbox, error) {
 // handle's sandbox is not attached by ID (the error wraps
 // goruntime.ErrSandboxNotFound): AttachHandle attaches it.
 func (b *Backend) Attach(ctx context.Context, id string) (goruntime.Sandbox, error) {
-	if b.handleOf(id) {
+	if b.handles.of(id) {
 		// Attached by its ID, a handle's sandbox would skip what
 		// AttachHandle does: the owner check, the lock that keeps
 		// reapers off it and the renewal of its idle TTL.

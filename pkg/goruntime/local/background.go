@@ -7,8 +7,9 @@ import (
 )
 
 // background owns the backend's own work that outlives the call that
-// started it: the seed and extra seed builds, the spare cache and spare
-// disk fillers, pruning and trash removal. Backend.Close cancels it and
+// started it: the seed and extra seed builds, pruning, the handle
+// reaper and trash removal (the warm pool and the spare caches and disks
+// have their own, package spares). Backend.Close cancels it and
 // waits for it, so nothing writes into the state directory after Close
 // returns; work asked for after Close does not start (go reports false).
 type background struct {
@@ -53,6 +54,6 @@ func (g *background) close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("local backend: background work (seed builds, spare fillers) still running at close: %w", ctx.Err())
+		return fmt.Errorf("local backend: background work (seed builds, prune, trash removal) still running at close: %w", ctx.Err())
 	}
 }

@@ -2,7 +2,7 @@ package local
 
 // The memory budget of a user's sandboxes (Options.MemoryBudgetBytes).
 // A backend that is not root keeps each sandbox's disk in memory
-// (memdisk.go) and promises the sandbox its disk on top of MemoryBytes:
+// (storage.go) and promises the sandbox its disk on top of MemoryBytes:
 // its cgroup's memory limit is MemoryBytes+DiskBytes. Nothing else
 // bounds the sum, and a few sandboxes filling their disks would take the
 // host's memory and wake its OOM killer. So a sandbox is admitted only
@@ -74,18 +74,25 @@ func (o Options) budgetProblem(memoryDisk bool) error {
 		sizeText(o.MemoryBudgetBytes), sizeText(o.chargedMemory(true)))
 }
 
-// memoryBudget is the budget b's sandboxes are admitted against, 0 for
-// none: only disks in memory are budgeted.
-func (b *Backend) memoryBudget() int64 {
-	if !b.memoryDisk {
+// budget admits a backend's sandboxes within the memory budget.
+type budget struct {
+	opts       Options
+	memoryDisk bool                           // sandboxes' disks are in memory: only they are budgeted
+	evict      func(ctx context.Context) bool // the warm pool gives way (warmPool.evict)
+}
+
+// bytes is the budget the sandboxes are admitted against, 0 for none:
+// only disks in memory are budgeted.
+func (g budget) bytes() int64 {
+	if !g.memoryDisk {
 		return 0
 	}
-	return b.opts.MemoryBudgetBytes
+	return g.opts.MemoryBudgetBytes
 }
 
 // heldLimits are the limits of a sandbox waiting in the warm pool under
 // a budget: lim with the memory limit poolMemoryBytes (no more than
-// lim's), until its claim raises it (claimWithin).
+// lim's), until its claim raises it (budget.claim).
 func heldLimits(lim cgroups.Limits) cgroups.Limits {
 	lim.MemoryBytes = min(lim.MemoryBytes+lim.FilesBytes, poolMemoryBytes)
 	lim.FilesBytes = 0
@@ -97,10 +104,10 @@ func heldLimits(lim cgroups.Limits) cgroups.Limits {
 // the budget refuses makes room by ending this backend's pool sandboxes
 // and tries once more. Errors wrap goruntime.ErrUnavailable, and
 // ErrHostLimit when the budget refused.
-func (b *Backend) newCgroup(ctx context.Context, id string, pooled bool) (*cgroups.Cgroup, error) {
-	lim := b.opts.cgroupLimits(pooled, b.memoryDisk)
-	lim.GroupWeight = b.opts.groupCPUWeight()
-	budget := b.memoryBudget()
+func (g budget) newCgroup(ctx context.Context, id string, pooled bool) (*cgroups.Cgroup, error) {
+	lim := g.opts.cgroupLimits(pooled, g.memoryDisk)
+	lim.GroupWeight = g.opts.groupCPUWeight()
+	budget := g.bytes()
 	if budget == 0 {
 		cg, err := cgroups.New(id, lim)
 		if err != nil {
@@ -113,40 +120,40 @@ func (b *Backend) newCgroup(ctx context.Context, id string, pooled bool) (*cgrou
 	}
 	cg, err := cgroups.NewWithin(ctx, id, lim, budget)
 	var over *cgroups.OverBudget
-	if errors.As(err, &over) && !pooled && b.pool.evict(ctx) {
+	if errors.As(err, &over) && !pooled && g.evict(ctx) {
 		cg, err = cgroups.NewWithin(ctx, id, lim, budget)
 	}
 	if err != nil {
-		return nil, b.budgetError(err)
+		return nil, g.err(err)
 	}
 	return cg, nil
 }
 
-// claimWithin raises the memory limit of s, claimed from the warm pool,
+// claim raises the memory limit of s, claimed from the warm pool,
 // to a sandbox's (heldLimits kept it low) within the budget, making room
 // as newCgroup does. With no budget it does nothing.
-func (b *Backend) claimWithin(ctx context.Context, s *Sandbox) error {
-	budget := b.memoryBudget()
+func (g budget) claim(ctx context.Context, s *Sandbox) error {
+	budget := g.bytes()
 	if budget == 0 {
 		return nil
 	}
-	lim := b.opts.cgroupLimits(false, b.memoryDisk)
+	lim := g.opts.cgroupLimits(false, g.memoryDisk)
 	err := s.meta.Cgroup.RaiseMemory(ctx, lim, budget)
 	var over *cgroups.OverBudget
-	if errors.As(err, &over) && b.pool.evict(ctx) {
+	if errors.As(err, &over) && g.evict(ctx) {
 		err = s.meta.Cgroup.RaiseMemory(ctx, lim, budget)
 	}
 	if err != nil {
-		return b.budgetError(err)
+		return g.err(err)
 	}
 	return nil
 }
 
-// budgetError is the error of a sandbox the budget refused (an
+// err is the error of a sandbox the budget refused (an
 // *cgroups.OverBudget: wraps ErrHostLimit, naming the settings), or of a
 // cgroup that could not be made or raised; both wrap
 // goruntime.ErrUnavailable.
-func (b *Backend) budgetError(err error) error {
+func (g budget) err(err error) error {
 	var over *cgroups.OverBudget
 	if !errors.As(err, &over) {
 		return fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
@@ -155,7 +162,7 @@ func (b *Backend) budgetError(err error) error {
 		"(Options.MemoryBudgetBytes, by default half the host's memory), and one more needs %s (a sandbox is promised %s for its processes, Options.MemoryBytes, and its %s disk, which is in memory, Options.DiskBytes): "+
 		"close sandboxes, lower Options.MemoryBytes or Options.DiskBytes, or raise Options.MemoryBudgetBytes: %w",
 		ErrHostLimit, os.Geteuid(), over.Live, sizeText(over.Promised), sizeText(over.Budget), sizeText(over.Need),
-		sizeText(b.opts.MemoryBytes), sizeText(b.opts.DiskBytes), goruntime.ErrUnavailable)
+		sizeText(g.opts.MemoryBytes), sizeText(g.opts.DiskBytes), goruntime.ErrUnavailable)
 }
 
 // sizeText is n bytes as a person reads it: whole GiB as "4 GiB", else
@@ -165,31 +172,4 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%d GiB", n>>30)
 	}
 	return fmt.Sprintf("%d MiB", n>>20)
-}
-
-// evict ends what the warm pool holds of the memory budget, for an Open
-// the budget refused: it closes the sandboxes waiting in the pool and
-// ends its starts under way, waiting for them until ctx ends. It reports
-// whether there were any. The pool refills afterwards as it would have,
-// each start within the budget.
-func (p *warmPool) evict(ctx context.Context) bool {
-	p.mu.Lock()
-	ready, gen, starting := p.ready, p.gen, p.starting
-	p.ready = nil
-	p.gen = newPoolGen(p.ctx)
-	p.mu.Unlock()
-	gen.cancel()
-	for _, s := range ready {
-		_ = s.Close(context.WithoutCancel(ctx))
-	}
-	ended := make(chan struct{})
-	go func() {
-		gen.wg.Wait()
-		close(ended)
-	}()
-	select {
-	case <-ended:
-	case <-ctx.Done():
-	}
-	return len(ready)+starting > 0
 }

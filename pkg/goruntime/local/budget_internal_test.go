@@ -55,8 +55,8 @@ func TestSizeText(t *testing.T) {
 // ErrHostLimit and goruntime.ErrUnavailable that says what is promised
 // and names the settings to change; another failure is only unavailable.
 func TestBudgetError(t *testing.T) {
-	b := &Backend{opts: Options{MemoryBytes: 96 << 20, DiskBytes: 64 << 20}}
-	err := b.budgetError(fmt.Errorf("make it: %w", &cgroups.OverBudget{Budget: 480 << 20, Promised: 480 << 20, Live: 3, Need: 160 << 20}))
+	b := budget{opts: Options{MemoryBytes: 96 << 20, DiskBytes: 64 << 20}}
+	err := b.err(fmt.Errorf("make it: %w", &cgroups.OverBudget{Budget: 480 << 20, Promised: 480 << 20, Live: 3, Need: 160 << 20}))
 	if !errors.Is(err, ErrHostLimit) || !errors.Is(err, goruntime.ErrUnavailable) {
 		t.Errorf("refused: %v; want ErrHostLimit and ErrUnavailable", err)
 	}
@@ -65,7 +65,7 @@ func TestBudgetError(t *testing.T) {
 			t.Errorf("refused: %q does not say %q", err, want)
 		}
 	}
-	other := b.budgetError(errors.New("permission denied"))
+	other := b.err(errors.New("permission denied"))
 	if errors.Is(other, ErrHostLimit) || !errors.Is(other, goruntime.ErrUnavailable) {
 		t.Errorf("a cgroup that could not be made: %v; want ErrUnavailable only", other)
 	}
@@ -75,15 +75,15 @@ func TestBudgetError(t *testing.T) {
 // memory limit states the limit the cgroup applies: on a memory disk,
 // the processes' memory and up to the whole disk more while it is empty.
 func TestMemoryNoteStatesTheLimit(t *testing.T) {
-	b := &Backend{opts: Options{MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, memoryDisk: true}
-	note := b.limitNote(goruntime.LimitMemory)
+	b := &Backend{opts: Options{MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, host: host{memoryDisk: true}}
+	note := b.opts.limitNote(goruntime.LimitMemory, b.host.memoryDisk)
 	for _, want := range []string{"1 GiB for its processes", "up to 4 GiB more while its disk is empty", "the disk is in memory (Options.DiskBytes)", "share 5 GiB"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("memory disk: note %q does not say %q", note, want)
 		}
 	}
-	b.memoryDisk = false
-	if note := b.limitNote(goruntime.LimitMemory); !strings.Contains(note, "1024 MiB for all its processes") || strings.Contains(note, "disk") {
+	b.host.memoryDisk = false
+	if note := b.opts.limitNote(goruntime.LimitMemory, b.host.memoryDisk); !strings.Contains(note, "1024 MiB for all its processes") || strings.Contains(note, "disk") {
 		t.Errorf("ext4 disk: note %q", note)
 	}
 }

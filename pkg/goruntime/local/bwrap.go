@@ -24,7 +24,7 @@ const (
 	processAPIBin = "/.sandbox/" + server.ProcessAPIName
 	modCacheRO    = "/go/pkg/mod" // the host module cache, read-only
 	// hostSocketsDir holds the host's sockets for a sandbox with ids of
-	// its own (subids.go): the module proxy's.
+	// its own (idleases.go): the module proxy's.
 	hostSocketsDir = "/run/sandbox-host"
 	sandboxUID     = 1000
 	socketName     = "server.sock"
@@ -51,16 +51,16 @@ const lifelineFD = 3
 
 // procs is GOMAXPROCS for a sandbox's commands: its CPUs, at most the
 // host's.
-func (b *Backend) procs() int { return min(b.opts.CPUs, runtime.NumCPU()) }
+func (h *host) procs() int { return min(h.opts.CPUs, runtime.NumCPU()) }
 
 // sandboxEnv is the environment of the server and so of every command,
 // but for GOMAXPROCS: the server runs with 1 (its own work is a request
 // or two at a time, and each P costs it ~0.15 MiB resident, a twentieth
 // of an idle sandbox) and gives commands procs (serverFlags).
-func (b *Backend) sandboxEnv() []string {
-	o := b.opts
+func (h *host) sandboxEnv() []string {
+	o := *h.opts
 	env := []string{
-		"PATH=" + filepath.Join(b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"PATH=" + filepath.Join(h.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + homeDir,
 		"USER=sandbox",
 		"LOGNAME=sandbox",
@@ -80,14 +80,14 @@ func (b *Backend) sandboxEnv() []string {
 	// Network, from the host's GOPROXY after it; with AllowModules, from
 	// the host's module proxy after it (modules.go).
 	env = append(env, "GOMODCACHE="+homeDir+"/go/pkg/mod")
-	return append(env, b.moduleEnv()...)
+	return append(env, h.moduleEnv()...)
 }
 
 // seedEnv is sandboxEnv as the seed build on the host needs it: the
 // settings that enter action IDs, none of the sandbox paths.
-func (b *Backend) seedEnv() []string {
+func (h *host) seedEnv() []string {
 	var env []string
-	for _, kv := range b.sandboxEnv() {
+	for _, kv := range h.sandboxEnv() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "GOTOOLCHAIN", "GOTELEMETRY", "CGO_ENABLED", "GOFLAGS", "LANG":
@@ -95,14 +95,14 @@ func (b *Backend) seedEnv() []string {
 		}
 	}
 	return append(env,
-		"PATH="+filepath.Join(b.goroot, "bin")+":/usr/local/bin:/usr/bin:/bin",
-		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+b.modCache)
+		"PATH="+filepath.Join(h.goroot, "bin")+":/usr/local/bin:/usr/bin:/bin",
+		"GOENV=off", "GOPROXY=off", "GOSUMDB=off", "GOMODCACHE="+h.modCache)
 }
 
 // bwrapArgs builds bubblewrap's command line for a sandbox. Files it
 // passes by descriptor (the seccomp program, bind sources when the sandbox
 // runs as a host uid of its own) are added to x.
-func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]string, error) {
+func (h *host) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]string, error) {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID),
@@ -111,81 +111,22 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		"--new-session",
 		"--clearenv",
 	}
-	prot, err := b.protectionArgs(x)
+	prot, err := h.protectionArgs(x)
 	if err != nil {
 		return nil, err
 	}
 	a = append(a, prot...)
-	// bind binds a path of ours. When sandboxes run as a host uid of
-	// their own, bubblewrap runs as that uid and must reach every source
-	// path: as root's, the sandbox's own directories are on its disk
-	// under runRoot, and the module cache, Go and the server are staged
-	// there when their own paths are not (stage.go); as a user's
-	// subordinate ids, its disk is under the user's subIDRoot and the
-	// rest is staged on it (subids.go, l.source).
-	bind := func(flag, src, dst string) error {
-		a = append(a, flag, l.source(src), dst)
-		return nil
-	}
 	// Without Network the gate has made the sandbox's network namespace
 	// (netns.go), and bubblewrap shares it: no --unshare-net.
-	for _, kv := range b.sandboxEnv() {
+	for _, kv := range h.sandboxEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	if b.childMode {
+	if h.childMode {
 		a = append(a, "--setenv", childEnv, "1")
 	}
 	a = append(a, systemArgs()...)
-	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
-	if b.opts.Network {
-		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
-	} else if err := bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts"); err != nil {
-		return nil, err
-	}
-	for _, p := range etc {
-		a = append(a, "--ro-bind-try", p, p)
-	}
-	binds := [][3]string{
-		{"--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd"},
-		{"--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group"},
-	}
-	if !strings.HasPrefix(b.goroot, "/usr/") {
-		binds = append(binds, [3]string{"--ro-bind", b.bindGoroot, b.goroot})
-	}
-	if b.modCache != "" {
-		binds = append(binds, [3]string{"--ro-bind", b.bindModCache, modCacheRO})
-	} else {
-		a = append(a, "--dir", modCacheRO)
-	}
-	for _, bd := range binds {
-		if err := bind(bd[0], bd[1], bd[2]); err != nil {
-			return nil, err
-		}
-	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev",
-		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
-	for _, bd := range [][3]string{
-		{"--bind", l.app(), appDir},
-		{"--bind", l.home(), homeDir},
-		{"--bind", l.tmp(), "/tmp"},
-		{"--bind", l.run(), runDir},
-		{"--ro-bind", b.bindServer, serverBin},
-	} {
-		if err := bind(bd[0], bd[1], bd[2]); err != nil {
-			return nil, err
-		}
-	}
-	if b.processAPI != "" {
-		if err := bind("--ro-bind", b.bindProcessAPI, processAPIBin); err != nil {
-			return nil, err
-		}
-	}
-	if l.ownIDs {
-		// The host's sockets for it (the module proxy's), in a directory
-		// the sandbox cannot change (modules.go).
-		a = append(a, "--ro-bind", filepath.Join(l.disk, disk.HostDir), hostSocketsDir)
-	}
+	a = append(a, h.mountArgs(l)...)
 	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", appDir,
@@ -193,13 +134,64 @@ func (b *Backend) bwrapArgs(l layout, x *extraFiles, idleExit time.Duration) ([]
 		"--",
 		serverBin,
 	)
-	return append(a, b.serverFlags(idleExit).Args()...), nil
+	return append(a, h.serverFlags(idleExit).Args()...), nil
+}
+
+// mountArgs are bubblewrap's arguments for the sandbox's file system
+// past the system's (systemArgs): the host's /etc files it reads, its
+// own, Go, the module cache, /proc, /dev and its writable directories.
+func (h *host) mountArgs(l layout) []string {
+	var a []string
+	// bind binds a path of ours. When sandboxes run as a host uid of
+	// their own, bubblewrap runs as that uid and must reach every source
+	// path: as root's, the sandbox's own directories are on its disk
+	// under runRoot, and the module cache, Go and the server are staged
+	// there when their own paths are not (stage.go); as a user's
+	// subordinate ids, its disk is under the user's subIDRoot and the
+	// rest is staged on it (idleases.go, l.source).
+	bind := func(flag, src, dst string) { a = append(a, flag, l.source(src), dst) }
+	etc := []string{"/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/alternatives"}
+	if h.opts.Network {
+		etc = append(etc, "/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf")
+	} else {
+		bind("--ro-bind", filepath.Join(l.etc(), "hosts"), "/etc/hosts")
+	}
+	for _, p := range etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	if h.modCache == "" {
+		a = append(a, "--dir", modCacheRO)
+	}
+	bind("--ro-bind", filepath.Join(l.etc(), "passwd"), "/etc/passwd")
+	bind("--ro-bind", filepath.Join(l.etc(), "group"), "/etc/group")
+	if !strings.HasPrefix(h.goroot, "/usr/") {
+		bind("--ro-bind", h.bindGoroot, h.goroot)
+	}
+	if h.modCache != "" {
+		bind("--ro-bind", h.bindModCache, modCacheRO)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev",
+		"--perms", "1777", "--size", strconv.Itoa(shmBytes), "--tmpfs", "/dev/shm")
+	bind("--bind", l.app(), appDir)
+	bind("--bind", l.home(), homeDir)
+	bind("--bind", l.tmp(), "/tmp")
+	bind("--bind", l.run(), runDir)
+	bind("--ro-bind", h.bindServer, serverBin)
+	if h.processAPI != "" {
+		bind("--ro-bind", h.bindProcessAPI, processAPIBin)
+	}
+	if l.ownIDs {
+		// The host's sockets for it (the module proxy's), in a directory
+		// the sandbox cannot change (modules.go).
+		a = append(a, "--ro-bind", filepath.Join(l.disk, disk.HostDir), hostSocketsDir)
+	}
+	return a
 }
 
 // serverFlags are the settings of a sandbox's runtime server; idleExit,
 // when positive, makes it end the sandbox once idle that long (a handle's
 // sandbox, handles.go).
-func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
+func (h *host) serverFlags(idleExit time.Duration) server.Flags {
 	f := server.Defaults()
 	f.Init = true
 	f.LifelineFD = lifelineFD
@@ -207,11 +199,11 @@ func (b *Backend) serverFlags(idleExit time.Duration) server.Flags {
 	f.Addr = "unix:" + runDir + "/" + socketName
 	f.GRPCAddr = "unix:" + runDir + "/" + grpcSocketName
 	f.BaseDir = appDir
-	f.ExecTimeout.D = b.opts.ExecTimeout
-	f.MaxOutputBytes = b.opts.OutputBytes
+	f.ExecTimeout.D = h.opts.ExecTimeout
+	f.MaxOutputBytes = h.opts.OutputBytes
 	f.OSThreads = serverOSThreads
-	f.CommandGOMAXPROCS = int64(b.procs())
-	b.moduleRelayFlags(&f)
+	f.CommandGOMAXPROCS = int64(h.procs())
+	h.modules.relayFlags(&f, h.subIDs != nil)
 	return f
 }
 

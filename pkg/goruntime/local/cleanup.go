@@ -125,10 +125,38 @@ func Cleanup(ctx context.Context, opts CleanupOptions) (CleanupReport, error) {
 			abs, len(live), strings.Join(live, ", "), ErrStateDirInUse)
 	}
 
-	var errs []error
+	errs, err := removeSandboxes(ctx, found, &rep)
+	if err != nil {
+		return rep, fmt.Errorf("cleanup %s: %w", abs, err)
+	}
+	rep.Leases = hostuid.ReleaseUnder(hostUIDDir, sandboxes)
+	if os.Geteuid() != 0 {
+		rep.Leases += hostuid.ReleaseUnder(subIDs{root: subIDRoot(os.Geteuid())}.leases(), sandboxes)
+	}
+	errs = append(errs, removeDisks(sd, &rep)...)
+	cgroups.PruneLeftovers(sandboxes)
+	for _, d := range []string{filepath.Join(sd.disks(), "spare"), sd.spareRoot(), sd.trash(), sd.modProxyWork()} {
+		if err := tree.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
+		}
+	}
+	if opts.RemoveDir && len(errs) == 0 {
+		if err := tree.Remove(abs); err != nil {
+			errs = append(errs, fmt.Errorf("remove the state directory: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return rep, fmt.Errorf("cleanup %s: %w", abs, err)
+	}
+	return rep, nil
+}
+
+// removeSandboxes removes the sandboxes Cleanup found (killing those
+// alive), counting them in rep; err is ctx's once it ends.
+func removeSandboxes(ctx context.Context, found []foundSandbox, rep *CleanupReport) (errs []error, err error) {
 	for _, s := range found {
 		if err := ctx.Err(); err != nil {
-			return rep, fmt.Errorf("cleanup %s: %w", abs, err)
+			return errs, err
 		}
 		if s.alive {
 			rep.Killed = append(rep.Killed, s.id)
@@ -139,13 +167,14 @@ func Cleanup(ctx context.Context, opts CleanupOptions) (CleanupReport, error) {
 		}
 		rep.Sandboxes++
 	}
-	rep.Leases = hostuid.ReleaseUnder(hostUIDDir, sandboxes)
-	if os.Geteuid() != 0 {
-		rep.Leases += hostuid.ReleaseUnder(subIDs{root: subIDRoot(os.Geteuid())}.leases(), sandboxes)
-	}
+	return errs, nil
+}
 
-	// Every disk the directory's images back: spares, and those of
-	// sandboxes whose state file was lost.
+// removeDisks removes every disk the state directory's images back
+// (spares, and those of sandboxes whose state file was lost) and the
+// loop devices left on them, counting them in rep.
+func removeDisks(sd stateDir, rep *CleanupReport) []error {
+	var errs []error
 	images := sd.disks()
 	for _, id := range disk.Images(images) {
 		if !sandboxid.Valid(id) {
@@ -166,22 +195,7 @@ func Cleanup(ctx context.Context, opts CleanupOptions) (CleanupReport, error) {
 	}
 	disk.PruneOrphans(diskMounts)
 	disk.PruneTemplateBuilds(images)
-	cgroups.PruneLeftovers(sandboxes)
-
-	for _, d := range []string{filepath.Join(images, "spare"), sd.spareRoot(), sd.trash(), sd.modProxyWork()} {
-		if err := tree.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
-		}
-	}
-	if opts.RemoveDir && len(errs) == 0 {
-		if err := tree.Remove(abs); err != nil {
-			errs = append(errs, fmt.Errorf("remove the state directory: %w", err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return rep, fmt.Errorf("cleanup %s: %w", abs, err)
-	}
-	return rep, nil
+	return errs
 }
 
 // foundSandbox is one directory under sandboxes/ as Cleanup found it.

@@ -15,11 +15,11 @@ func SetFileCallDeadlines(b *Backend, floor, perMiB time.Duration) {
 // ChargedMemory is the most memory b's sandboxes are charged before their
 // memory limit is hit: Options.MemoryBytes, plus Options.DiskBytes when
 // their disks are in memory (a backend that is not root).
-func ChargedMemory(b *Backend) int64 { return b.opts.chargedMemory(b.memoryDisk) }
+func ChargedMemory(b *Backend) int64 { return b.opts.chargedMemory(b.host.memoryDisk) }
 
 // SetMaxLoopDevices makes b refuse a new sandbox disk while n or more loop
 // devices are attached on the host, as the kernel would past its limit.
-func SetMaxLoopDevices(b *Backend, n int) { b.maxLoops = n }
+func SetMaxLoopDevices(b *Backend, n int) { b.disks.maxLoops = n }
 
 // SetTaskLimit makes b count the host's tasks against n instead of
 // kernel.pid_max and kernel.threads-max.
@@ -32,9 +32,8 @@ func SeedLockPath(b *Backend) (string, error) { return b.seeds.LockPath() }
 
 // WarmPoolStarting is how many pool starts of b are under way.
 func WarmPoolStarting(b *Backend) int {
-	b.pool.mu.Lock()
-	defer b.pool.mu.Unlock()
-	return b.pool.starting
+	_, starting, _ := b.pool.spares.Stats()
+	return starting
 }
 
 // SetWarmPoolShrinkAfter makes b's warm pool, once grown by demand, go
@@ -67,26 +66,25 @@ func HoldStarts(b *Backend) (release func()) {
 
 // WarmPoolWaiting is how many Opens of b wait for a pool start under way.
 func WarmPoolWaiting(b *Backend) int {
-	b.pool.mu.Lock()
-	defer b.pool.mu.Unlock()
-	return b.pool.waiting
+	_, _, waiting := b.pool.spares.Stats()
+	return waiting
 }
 
 // WarmPoolState is, in one snapshot, how many sandboxes b's warm pool
 // holds ready, how many of its starts are under way and how many claimed
 // sandboxes it waits for to settle before filling past one.
 func WarmPoolState(b *Backend) (ready, starting, settling int) {
-	b.pool.mu.Lock()
+	b.pool.mu.Lock() // settling changes under it; ready and starting under the spares' own
 	defer b.pool.mu.Unlock()
-	return len(b.pool.ready), b.pool.starting, b.pool.settling
+	ready, starting, _ = b.pool.spares.Stats()
+	return ready, starting, b.pool.settling
 }
 
 // WarmPoolReadyIDs are the IDs of the sandboxes waiting in b's warm pool.
 func WarmPoolReadyIDs(b *Backend) []string {
-	b.pool.mu.Lock()
-	defer b.pool.mu.Unlock()
-	ids := make([]string, len(b.pool.ready))
-	for i, s := range b.pool.ready {
+	ready := b.pool.spares.Ready()
+	ids := make([]string, len(ready))
+	for i, s := range ready {
 		ids[i] = s.meta.ID
 	}
 	return ids

@@ -2,9 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,10 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
 // Durable handles (goruntime.HandleBackend). A handle is a file in the
@@ -42,26 +36,7 @@ import (
 // sandbox ended (the record, the sandbox's processes, cgroup and files):
 // at start-up, every handleReapEvery, and before each handle operation.
 
-// handleReapEvery is how often a backend reaps expired handles.
-const handleReapEvery = 10 * time.Second
-
-// handleRecord is a handle's file.
-type handleRecord struct {
-	ID      string            `json:"id"`
-	Owner   string            `json:"owner"`
-	Labels  map[string]string `json:"labels,omitempty"`
-	TTL     time.Duration     `json:"ttl_ns"`
-	Created time.Time         `json:"created"`
-	Sandbox string            `json:"sandbox"` // the sandbox's ID (sandboxes/<id>)
-}
-
 var _ goruntime.HandleBackend = (*Backend)(nil)
-
-// ownerDir is the directory of owner's handle files.
-func (b *Backend) ownerDir(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return filepath.Join(stateDir(b.opts.StateDir).handles(), hex.EncodeToString(sum[:16]))
-}
 
 // CreateHandle starts a sandbox for a new handle of owner. The sandbox is
 // started, not claimed from the warm pool: its server needs the handle's
@@ -97,7 +72,7 @@ func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime
 		}
 		defer tarball.Close()
 	}
-	b.reapHandles(ctx)
+	b.handles.reap(ctx)
 	s, err := b.open(ctx, false, spec.TTL)
 	if err != nil {
 		return goruntime.Handle{}, nil, err
@@ -114,7 +89,7 @@ func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime
 	}
 	rec := handleRecord{ID: goruntime.NewHandleID(), Owner: owner, Labels: maps.Clone(spec.Labels), TTL: spec.TTL,
 		Created: time.Now().UTC(), Sandbox: s.meta.ID}
-	dir := b.ownerDir(owner)
+	dir := b.handles.ownerDir(owner)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: %w", err)
 	}
@@ -139,63 +114,10 @@ func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime
 	return rec.handle(fi.ModTime()), &handleSandbox{Sandbox: s, path: path, lock: lock}, nil
 }
 
-// lockHandle opens a handle's file and takes a shared lock on it: the
-// handle is in use until the file is closed.
-func lockHandle(path string) (*os.File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return f, nil
-}
-
-func (r handleRecord) handle(lastUsed time.Time) goruntime.Handle {
-	lastUsed = lastUsed.UTC()
-	return goruntime.Handle{ID: r.ID, Owner: r.Owner, Labels: maps.Clone(r.Labels), TTL: r.TTL,
-		Created: r.Created, LastUsed: lastUsed, Expires: lastUsed.Add(r.TTL)}
-}
-
-// readHandle reads owner's handle id. Any failure (no such file, another
-// owner's record, a file that is not one) is goruntime.HandleNotFound.
-func (b *Backend) readHandle(owner, id string) (string, handleRecord, os.FileInfo, error) {
-	if !goruntime.ValidHandleID(id) {
-		return "", handleRecord{}, nil, goruntime.HandleNotFound(id)
-	}
-	path := filepath.Join(b.ownerDir(owner), id+".json")
-	rec, fi, err := readHandleFile(path)
-	if err != nil || rec.Owner != owner || rec.ID != id {
-		return "", handleRecord{}, nil, goruntime.HandleNotFound(id)
-	}
-	return path, rec, fi, nil
-}
-
-func readHandleFile(path string) (handleRecord, os.FileInfo, error) {
-	var rec handleRecord
-	fi, err := os.Stat(path)
-	if err != nil {
-		return rec, nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return rec, nil, err
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, nil, err
-	}
-	if !goruntime.ValidHandleID(rec.ID) || !sandboxid.Valid(rec.Sandbox) || rec.TTL <= 0 {
-		return rec, nil, errors.New("not a handle record")
-	}
-	return rec, fi, nil
-}
-
 // AttachHandle attaches to the sandbox of owner's handle id and renews it.
 func (b *Backend) AttachHandle(ctx context.Context, owner, id string) (goruntime.Handle, goruntime.Sandbox, error) {
-	b.reapHandles(ctx)
-	path, rec, _, err := b.readHandle(owner, id)
+	b.handles.reap(ctx)
+	path, rec, _, err := b.handles.read(owner, id)
 	if err != nil {
 		return goruntime.Handle{}, nil, err
 	}
@@ -216,7 +138,7 @@ func (b *Backend) AttachHandle(ctx context.Context, owner, id string) (goruntime
 		if errors.Is(err, goruntime.ErrSandboxNotFound) || errors.Is(err, goruntime.ErrSandboxGone) {
 			// Its sandbox ended (idle past its TTL, killed): the handle
 			// is gone with it.
-			b.reapHandles(ctx)
+			b.handles.reap(ctx)
 			return goruntime.Handle{}, nil, goruntime.HandleNotFound(id)
 		}
 		return goruntime.Handle{}, nil, fmt.Errorf("local backend: attach handle %s: %w", id, err)
@@ -228,8 +150,8 @@ func (b *Backend) AttachHandle(ctx context.Context, owner, id string) (goruntime
 
 // ListHandles returns owner's live handles, oldest first.
 func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Handle, error) {
-	b.reapHandles(ctx)
-	dir := b.ownerDir(owner)
+	b.handles.reap(ctx)
+	dir := b.handles.ownerDir(owner)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -245,7 +167,7 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 			continue
 		}
 		rec, fi, err := readHandleFile(filepath.Join(dir, e.Name()))
-		if err != nil || rec.Owner != owner || now.After(fi.ModTime().Add(rec.TTL)) || !b.sandboxAlive(rec.Sandbox) {
+		if err != nil || rec.Owner != owner || now.After(fi.ModTime().Add(rec.TTL)) || !sandboxRuns(b.sandboxes, rec.Sandbox) {
 			continue
 		}
 		out = append(out, rec.handle(fi.ModTime()))
@@ -258,8 +180,8 @@ func (b *Backend) ListHandles(ctx context.Context, owner string) ([]goruntime.Ha
 // of every owner.
 func (b *Backend) CountHandles(ctx context.Context) (int, error) {
 	now, n := time.Now(), 0
-	err := b.eachHandle(func(rec handleRecord, fi os.FileInfo) bool {
-		if !now.After(fi.ModTime().Add(rec.TTL)) && b.sandboxAlive(rec.Sandbox) {
+	err := b.handles.each(func(rec handleRecord, fi os.FileInfo) bool {
+		if !now.After(fi.ModTime().Add(rec.TTL)) && sandboxRuns(b.sandboxes, rec.Sandbox) {
 			n++
 		}
 		return true
@@ -270,48 +192,11 @@ func (b *Backend) CountHandles(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// handleOf reports whether sandbox id is a handle's (a record names it,
-// live or not yet reaped).
-func (b *Backend) handleOf(id string) bool {
-	found := false
-	_ = b.eachHandle(func(rec handleRecord, _ os.FileInfo) bool {
-		found = rec.Sandbox == id
-		return !found
-	})
-	return found
-}
-
-// eachHandle calls fn with every handle record in the state directory,
-// of every owner, until fn returns false.
-func (b *Backend) eachHandle(fn func(handleRecord, os.FileInfo) bool) error {
-	root := stateDir(b.opts.StateDir).handles()
-	owners, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, o := range owners {
-		entries, _ := os.ReadDir(filepath.Join(root, o.Name()))
-		for _, e := range entries {
-			if !strings.HasSuffix(e.Name(), ".json") {
-				continue
-			}
-			rec, fi, err := readHandleFile(filepath.Join(root, o.Name(), e.Name()))
-			if err == nil && !fn(rec, fi) {
-				return nil
-			}
-		}
-	}
-	return nil
-}
-
 // DeleteHandle ends the sandbox of owner's handle id and removes the
 // handle, also while another process has it attached (its calls then
 // fail with goruntime.ErrSandboxGone).
 func (b *Backend) DeleteHandle(ctx context.Context, owner, id string) error {
-	path, rec, _, err := b.readHandle(owner, id)
+	path, rec, _, err := b.handles.read(owner, id)
 	if err != nil {
 		return err
 	}
@@ -325,114 +210,6 @@ func (b *Backend) DeleteHandle(ctx context.Context, owner, id string) error {
 	}
 	b.opts.Logger.InfoContext(ctx, "local sandbox handle deleted", "handle", id, "sandbox", rec.Sandbox)
 	return nil
-}
-
-// sandboxAlive reports whether sandbox id's processes run.
-func (b *Backend) sandboxAlive(id string) bool {
-	var m meta
-	data, err := os.ReadFile(layout{dir: filepath.Join(b.sandboxes, id)}.meta())
-	return err == nil && json.Unmarshal(data, &m) == nil && procfs.Alive(m.PID, m.StartTime)
-}
-
-// destroy ends sandbox id (live or dead) and removes what it left: its
-// processes, cgroup, disk and directory.
-func (b *Backend) destroy(ctx context.Context, id string) error {
-	if !sandboxid.Valid(id) {
-		return nil
-	}
-	l := layout{dir: filepath.Join(b.sandboxes, id)}
-	data, err := os.ReadFile(l.meta())
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return tree.Remove(l.dir)
-		}
-		return err
-	}
-	var m meta
-	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("sandbox %s: bad state file: %w", id, err)
-	}
-	if m.Disk != nil {
-		l.disk = m.Disk.Dir
-		l.memory = m.Disk.Memory
-	}
-	s := &Sandbox{b: b, l: l, meta: m, cl: l.client(serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
-	return s.Close(ctx)
-}
-
-// reapHandles ends the handles idle past their TTL, and forgets those
-// whose sandbox ended, unless a process has them attached (a shared lock
-// on the file).
-func (b *Backend) reapHandles(ctx context.Context) {
-	root := stateDir(b.opts.StateDir).handles()
-	owners, _ := os.ReadDir(root)
-	now := time.Now()
-	for _, o := range owners {
-		dir := filepath.Join(root, o.Name())
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			path := filepath.Join(dir, e.Name())
-			if strings.HasSuffix(e.Name(), ".tmp") {
-				if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > time.Hour {
-					_ = os.Remove(path)
-				}
-				continue
-			}
-			rec, fi, err := readHandleFile(path)
-			if err != nil {
-				continue
-			}
-			expired := now.After(fi.ModTime().Add(rec.TTL))
-			if !expired && b.sandboxAlive(rec.Sandbox) {
-				continue
-			}
-			b.reapHandle(ctx, path, rec, expired)
-		}
-		_ = os.Remove(dir) // once empty
-	}
-}
-
-// reapHandle removes one handle found expired or with its sandbox ended,
-// unless it is attached.
-func (b *Backend) reapHandle(ctx context.Context, path string, rec handleRecord, expired bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		return // attached: its holder renews it on release
-	}
-	// Renewed between the read and the lock?
-	if fi, err := f.Stat(); err != nil || (expired && !time.Now().After(fi.ModTime().Add(rec.TTL))) {
-		return
-	}
-	if os.Remove(path) != nil {
-		return // another reaper or a delete got it
-	}
-	if err := b.destroy(context.WithoutCancel(ctx), rec.Sandbox); err != nil {
-		b.opts.Logger.Warn("local sandbox handle: remove its sandbox", "handle", rec.ID, "sandbox", rec.Sandbox, "err", err)
-	}
-	why := "its sandbox ended"
-	if expired {
-		why = "idle past its TTL"
-	}
-	b.opts.Logger.Info("local sandbox handle reaped", "handle", rec.ID, "sandbox", rec.Sandbox, "why", why, "ttl", rec.TTL)
-}
-
-// runHandleReaper reaps handles at once and then every handleReapEvery
-// until ctx ends (Backend.Close).
-func (b *Backend) runHandleReaper(ctx context.Context) {
-	t := time.NewTicker(handleReapEvery)
-	defer t.Stop()
-	for {
-		b.reapHandles(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // handleSandbox is a handle's sandbox as CreateHandle and AttachHandle

@@ -37,20 +37,22 @@ const (
 // it on, one per sandbox this process opened or attached, until that
 // sandbox is closed (through this process) or the process exits.
 type moduleProxies struct {
-	proxy *modproxy.Proxy // nil: Options.AllowModules is empty
+	proxy  *modproxy.Proxy // nil: Options.AllowModules is empty
+	logger *slog.Logger
 
 	mu      sync.Mutex
 	servers map[string]*http.Server // by sandbox ID
 }
 
-// setupModuleProxy creates the module proxy when Options.AllowModules
-// names patterns. Call it after findGo.
-func (b *Backend) setupModuleProxy() error {
-	b.modules.servers = map[string]*http.Server{}
-	if len(b.opts.AllowModules) == 0 {
+// setup creates the module proxy when o.AllowModules names patterns,
+// fetching with the go command of goroot into modCache from the host's
+// hostProxy and hostSumDB (host.findGo).
+func (m *moduleProxies) setup(o Options, goroot, modCache, hostProxy, hostSumDB string) error {
+	m.servers, m.logger = map[string]*http.Server{}, o.Logger
+	if len(o.AllowModules) == 0 {
 		return nil
 	}
-	work := stateDir(b.opts.StateDir).modProxyWork()
+	work := stateDir(o.StateDir).modProxyWork()
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return fmt.Errorf("module proxy: %w", err)
 	}
@@ -63,22 +65,22 @@ func (b *Backend) setupModuleProxy() error {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "GOMODCACHE="+b.modCache, "GOPROXY="+b.hostProxy, "GOSUMDB="+b.hostSumDB,
+	env = append(env, "GOMODCACHE="+modCache, "GOPROXY="+hostProxy, "GOSUMDB="+hostSumDB,
 		"GOFLAGS=", "GOTOOLCHAIN=local", "GOWORK=off", "GO111MODULE=on")
 	p, err := modproxy.New(modproxy.Config{
-		Allow:    b.opts.AllowModules,
-		ModCache: b.modCache,
-		Source:   modproxy.GoCommand{Go: filepath.Join(b.goroot, "bin", "go"), Env: env, Dir: work},
+		Allow:    o.AllowModules,
+		ModCache: modCache,
+		Source:   modproxy.GoCommand{Go: filepath.Join(goroot, "bin", "go"), Env: env, Dir: work},
 		Setting:  "%s (local.Options.AllowModules)",
 		// 0: modproxy's default.
-		MaxDownloadBytes: b.opts.ModuleDownloadBytes,
+		MaxDownloadBytes: o.ModuleDownloadBytes,
 		BudgetSetting:    "local.Options.ModuleDownloadBytes",
-		Logger:           b.opts.Logger.With(slog.String("component", "modproxy")),
+		Logger:           o.Logger.With(slog.String("component", "modproxy")),
 	})
 	if err != nil {
 		return err
 	}
-	b.modules.proxy = p
+	m.proxy = p
 	return nil
 }
 
@@ -90,17 +92,17 @@ func (l layout) modProxySocket() string {
 	return filepath.Join(l.hostRun(), modProxySockName)
 }
 
-// serveModules serves the module proxy on sandbox id's socket (l),
+// serve serves the module proxy on sandbox id's socket (l),
 // giving the socket to its host uid (0: the caller's). Nothing happens
 // without an allowlist or when this process serves it already. A stale
 // socket file (from a process that served it before) is replaced.
-func (b *Backend) serveModules(id string, l layout, uid int) error {
-	if b.modules.proxy == nil {
+func (m *moduleProxies) serve(id string, l layout, uid int) error {
+	if m.proxy == nil {
 		return nil
 	}
-	b.modules.mu.Lock()
-	defer b.modules.mu.Unlock()
-	if b.modules.servers[id] != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers[id] != nil {
 		return nil
 	}
 	sock := l.modProxySocket()
@@ -132,26 +134,26 @@ func (b *Backend) serveModules(id string, l layout, uid int) error {
 	// share of this process's goroutines and descriptors.
 	ln = netutil.LimitListener(ln, modProxyConns)
 	srv := &http.Server{
-		Handler: b.modules.proxy,
+		Handler: m.proxy,
 		// Requests name their sandbox, so that it holds at most its
 		// own share of the proxy's fetch slots.
 		ConnContext:       func(ctx context.Context, _ net.Conn) context.Context { return modproxy.WithClient(ctx, id) },
 		ReadHeaderTimeout: modProxyReadLimit,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(b.opts.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelWarn),
 	}
 	go func() { _ = srv.Serve(ln) }()
-	b.modules.servers[id] = srv
+	m.servers[id] = srv
 	return nil
 }
 
-// stopModules stops serving sandbox id's module proxy socket.
-func (b *Backend) stopModules(id string) {
-	b.modules.mu.Lock()
-	srv := b.modules.servers[id]
-	delete(b.modules.servers, id)
-	b.modules.mu.Unlock()
+// stop stops serving sandbox id's module proxy socket.
+func (m *moduleProxies) stop(id string) {
+	m.mu.Lock()
+	srv := m.servers[id]
+	delete(m.servers, id)
+	m.mu.Unlock()
 	if srv != nil {
 		_ = srv.Close()
 	}
@@ -161,12 +163,12 @@ func (b *Backend) stopModules(id string) {
 // the host module cache, read-only, as a file:// proxy, then (with an
 // allowlist) the relay. Checksums are not verified inside: the host's go
 // command verified what is in its cache when it downloaded it.
-func (b *Backend) moduleEnv() []string {
+func (h *host) moduleEnv() []string {
 	cache := "file://" + modCacheRO + "/cache/download"
 	switch {
-	case b.opts.Network:
-		return []string{"GOPROXY=" + cache + "," + b.hostProxy, "GOSUMDB=" + b.hostSumDB}
-	case b.modules.proxy != nil:
+	case h.opts.Network:
+		return []string{"GOPROXY=" + cache + "," + h.hostProxy, "GOSUMDB=" + h.hostSumDB}
+	case h.modules.proxy != nil:
 		// The file:// proxy first: what the host has is served without a
 		// round trip, and modules outside the allowlist still resolve
 		// from it. The relay last: its 404 text (a refusal naming the
@@ -178,13 +180,15 @@ func (b *Backend) moduleEnv() []string {
 	}
 }
 
-// moduleRelayFlags sets the runtime server's relay to the module proxy.
-func (b *Backend) moduleRelayFlags(f *server.Flags) {
-	if b.modules.proxy == nil {
+// relayFlags sets the runtime server's relay to the module proxy; a
+// sandbox of subordinate ids of its own (ownIDs) finds the socket in its
+// host sockets directory.
+func (m *moduleProxies) relayFlags(f *server.Flags, ownIDs bool) {
+	if m.proxy == nil {
 		return
 	}
 	f.ModuleRelayAddr, f.ModuleRelaySocket = moduleRelayAddr, runDir+"/"+modProxySockName
-	if b.subIDs != nil {
+	if ownIDs {
 		f.ModuleRelaySocket = hostSocketsDir + "/" + modProxySockName
 	}
 }

@@ -3,7 +3,6 @@ package local
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
@@ -29,190 +29,284 @@ func startSlots() int { return 2*runtime.NumCPU() + 2 }
 // open starts a sandbox. A pooled one (for the warm pool) starts at the
 // lowest CPU weight; claiming it gives it the full weight. idleExit, when
 // positive, is its runtime server's --idle-exit (a handle's sandbox).
-func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (_ *Sandbox, err error) {
-	// The seed, or while it builds an empty cache: no start waits for it.
-	seed, seeded, err := b.seeds.Current(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("local backend: %w", err)
+// The start is a few named steps (opening), each pushing the undo of
+// what it made: a step that fails undoes every earlier one, last first.
+func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (*Sandbox, error) {
+	o := &opening{b: b, ctx: ctx, pooled: pooled, idleExit: idleExit}
+	if err := o.run(o.startSlot, o.storage, o.cgroup, o.logs, o.gate, o.release, o.ready, o.record); err != nil {
+		return nil, err
+	}
+	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", o.id, "pid", o.pid)
+	return o.s, nil
+}
+
+// opening is one sandbox start under way (Backend.open): what its steps
+// made so far, and what finish runs at the end.
+type opening struct {
+	b        *Backend
+	ctx      context.Context
+	pooled   bool
+	idleExit time.Duration
+
+	seed   string // the seed build cache, or while it builds an empty one
+	seeded bool   // seed is complete: spares are made from it (seedReady)
+	id     string
+	l      layout
+	st     storage
+	cg     *cgroups.Cgroup
+
+	logf, logr *os.File // the server's log, written and read
+	lifeW      *os.File // the lifeline's write end, which the Sandbox holds
+	gateW      *os.File // the gate's release
+	x          extraFiles
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed once cmd is reaped
+	pid        int
+	s          *Sandbox
+	cleanups   []cleanup // finish runs them last first
+}
+
+// cleanup is one thing finish runs: always, or only when the start
+// failed (the undo of a step).
+type cleanup struct {
+	f      func()
+	onFail bool
+}
+
+// always has finish run f whether the start succeeds or not.
+func (o *opening) always(f func()) { o.cleanups = append(o.cleanups, cleanup{f: f}) }
+
+// undo has finish run f if a later step fails.
+func (o *opening) undo(f func()) { o.cleanups = append(o.cleanups, cleanup{f: f, onFail: true}) }
+
+// run runs steps in order until one fails, then finishes: with the
+// undos of every step begun when one failed (its error is run's).
+func (o *opening) run(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			o.finish(false)
+			return err
+		}
+	}
+	o.finish(true)
+	return nil
+}
+
+// finish runs the cleanups, last first: the undos too unless ok.
+func (o *opening) finish(ok bool) {
+	for i := len(o.cleanups) - 1; i >= 0; i-- {
+		if c := o.cleanups[i]; !c.onFail || !ok {
+			c.f()
+		}
+	}
+}
+
+// startSlot finds the seed (no start waits for its build) and takes one
+// of the backend's start slots (startSlots), then checks the host's
+// tasks have room.
+func (o *opening) startSlot() error {
+	var err error
+	if o.seed, o.seeded, err = o.b.seeds.Current(o.ctx); err != nil {
+		return fmt.Errorf("local backend: %w", err)
 	}
 	select {
-	case b.starts <- struct{}{}:
-		defer func() { <-b.starts }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("local backend: waiting for one of the %d sandbox starts under way to end: %w", cap(b.starts), ctx.Err())
+	case o.b.starts <- struct{}{}:
+		o.always(func() { <-o.b.starts })
+	case <-o.ctx.Done():
+		return fmt.Errorf("local backend: waiting for one of the %d sandbox starts under way to end: %w", cap(o.b.starts), o.ctx.Err())
 	}
-	if err := checkTasks(b.taskLimit); err != nil {
-		return nil, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
+	if err := checkTasks(o.b.taskLimit); err != nil {
+		return fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
-	id := sandboxid.New()
-	l := layout{dir: filepath.Join(b.sandboxes, id)}
-	defer func() {
-		if err != nil {
-			_ = tree.Remove(l.dir)
-		}
-	}()
-	st, err := b.prepareStorage(ctx, &l, seed)
-	if err != nil {
-		return nil, err
-	}
-	if seeded { // spares are made with the seed only (seedReady)
-		defer b.refillStorage(seed)
-	}
-	defer func() {
-		if err != nil {
-			st.release(l.dir)
-		}
-	}()
-	if err := writeEtc(l); err != nil {
-		return nil, fmt.Errorf("write sandbox /etc files: %w", err)
-	}
-	// A memory disk's run directory exists once the sandbox runs: its
-	// module proxy socket is served after the start.
-	if !l.memory {
-		if err := b.serveModules(id, l, st.uid); err != nil {
-			return nil, fmt.Errorf("local backend: %w", err)
-		}
-	}
-	defer func() {
-		if err != nil {
-			b.stopModules(id)
-		}
-	}()
-	cg, err := b.newCgroup(ctx, id, pooled)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = cg.Remove()
-		}
-	}()
+	return nil
+}
 
-	if err := os.MkdirAll(l.logDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("create server log directory: %w", err)
+// storage makes the sandbox's directory and writable storage
+// (prepareStorage), its /etc files and, on a disk of the host, its
+// module proxy socket (a memory disk's is served once it runs: ready).
+func (o *opening) storage() error {
+	o.id = sandboxid.New()
+	o.l = layout{dir: filepath.Join(o.b.sandboxes, o.id)}
+	o.undo(func() { _ = tree.Remove(o.l.dir) })
+	var err error
+	if o.st, err = o.b.prepareStorage(o.ctx, &o.l, o.seed); err != nil {
+		return err
 	}
-	logf, err := os.OpenFile(l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create server log: %w", err)
+	if o.seeded { // spares are made with the seed only (seedReady)
+		o.always(func() { o.b.refillStorage(o.seed) })
 	}
-	defer logf.Close()
-	// Read through a descriptor of its own: on a disk that leaves the
-	// host the path does too, and a dead sandbox's log with it.
-	logr, err := os.Open(l.log())
-	if err != nil {
-		return nil, fmt.Errorf("open server log: %w", err)
+	o.undo(func() { _ = o.st.release(o.l.dir) })
+	if err := writeEtc(o.l); err != nil {
+		return fmt.Errorf("write sandbox /etc files: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			logr.Close()
+	if !o.l.memory {
+		if err := o.b.modules.serve(o.id, o.l, o.st.uid); err != nil {
+			return fmt.Errorf("local backend: %w", err)
 		}
-	}()
+	}
+	o.undo(func() { o.b.modules.stop(o.id) })
+	return nil
+}
+
+// cgroup makes the sandbox's cgroup, within the memory budget (budget.go).
+func (o *opening) cgroup() error {
+	cg, err := o.b.budget.newCgroup(o.ctx, o.id, o.pooled)
+	if err != nil {
+		return err
+	}
+	o.cg = cg
+	o.undo(func() { _ = cg.Remove() })
+	return nil
+}
+
+// logs opens the server's log, written by the gate and read through a
+// descriptor of its own: on a disk that leaves the host the path does
+// too, and a dead sandbox's log with it.
+func (o *opening) logs() error {
+	if err := os.MkdirAll(o.l.logDir(), 0o700); err != nil {
+		return fmt.Errorf("create server log directory: %w", err)
+	}
+	logf, err := os.OpenFile(o.l.log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("create server log: %w", err)
+	}
+	o.logf = logf
+	o.always(func() { logf.Close() })
+	logr, err := os.Open(o.l.log())
+	if err != nil {
+		return fmt.Errorf("open server log: %w", err)
+	}
+	o.logr = logr
+	o.undo(func() { logr.Close() })
+	return nil
+}
+
+// gate starts the server's binary as the sandbox's gate (package gate)
+// with the lifeline and its release pipe. The gate waits for its release
+// (release), then sets the rlimits, mounts a memory disk, makes the
+// network namespace with its limits (netns.go), takes the sandbox's ids
+// and becomes bubblewrap: every sandbox process starts inside the limits.
+func (o *opening) gate() error {
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer lifeR.Close()
+	o.lifeW = lifeW
+	o.always(func() { lifeR.Close() })
+	o.undo(func() { lifeW.Close() })
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		lifeW.Close()
-		return nil, err
+		return err
 	}
-	defer gateR.Close()
-	defer gateW.Close()
-
-	var x extraFiles
-	if fd := x.add(lifeR); fd != lifelineFD {
-		lifeW.Close()
-		return nil, fmt.Errorf("local backend: lifeline is fd %d, want %d", fd, lifelineFD)
+	o.gateW = gateW
+	o.always(func() { gateR.Close(); gateW.Close() })
+	if fd := o.x.add(lifeR); fd != lifelineFD {
+		return fmt.Errorf("local backend: lifeline is fd %d, want %d", fd, lifelineFD)
 	}
-	releaseFD := x.add(gateR) // read by the gate and closed before bubblewrap runs
-	defer x.close()
-	bargs, err := b.bwrapArgs(l, &x, idleExit)
+	releaseFD := o.x.add(gateR) // read by the gate and closed before bubblewrap runs
+	o.always(o.x.close)
+	cmd, err := o.gateCommand(releaseFD)
 	if err != nil {
-		lifeW.Close()
-		return nil, fmt.Errorf("local backend: %w", err)
+		return fmt.Errorf("local backend: %w", err)
 	}
-	// The gate (package gate) waits for its release, which comes once it
-	// is in the sandbox's cgroup (and its ids are mapped), then sets the
-	// rlimits, mounts a memory disk, makes the network namespace with its
-	// limits (netns.go), takes the sandbox's ids and becomes bubblewrap:
-	// every sandbox process starts inside the limits.
-	plan := gate.Plan{WaitFD: releaseFD, Pass: x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: st.memory, Net: b.opts.netPlan(), Command: append([]string{b.bwrap}, bargs...)}
-	plan.UID, plan.GID = st.gateIDs()
-	if st.disk != nil && st.memory == nil {
-		// The disk goes with the sandbox into a mount namespace of its
-		// own, without the other sandboxes' (internal/gate/mounts.go).
-		plan.Mounts = &gate.Mounts{Keep: st.disk.Dir, Drop: []string{diskMounts, b.disksDir()}}
-	}
-	cmd, err := gate.Command(b.server, plan, gateNS(st.ns, plan), gateEnv())
-	if err != nil {
-		lifeW.Close()
-		return nil, fmt.Errorf("local backend: %w", err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = x.files
 	// The gate has a session of its own (gate.Command): the terminal's
 	// signals (Ctrl-C) reach the sandbox only through the lifeline, so
 	// Disconnect can leave it running.
 	if err := cmd.Start(); err != nil {
-		lifeW.Close()
-		return nil, fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
+		return fmt.Errorf("start bubblewrap: %w: %w", err, goruntime.ErrUnavailable)
 	}
-	x.close()
-	exited := make(chan struct{})
-	go func() { waitCmd(cmd); close(exited) }()
-	pid := cmd.Process.Pid
-	fail := func(e error) (*Sandbox, error) {
-		lifeW.Close()
-		_ = cmd.Process.Kill()
-		<-exited
-		return nil, e
+	o.x.close()
+	o.cmd, o.pid, o.exited = cmd, cmd.Process.Pid, make(chan struct{})
+	go func() { waitCmd(cmd); close(o.exited) }()
+	o.undo(func() { _ = cmd.Process.Kill(); <-o.exited })
+	return nil
+}
+
+// gateCommand is the gate's command: its plan (gate.Plan) and
+// bubblewrap's arguments.
+func (o *opening) gateCommand(releaseFD int) (*exec.Cmd, error) {
+	b := o.b
+	bargs, err := b.host.bwrapArgs(o.l, &o.x, o.idleExit)
+	if err != nil {
+		return nil, err
 	}
-	// Its user namespace's ids are mapped (newuidmap, newgidmap) while it
-	// joins the cgroup.
+	plan := gate.Plan{WaitFD: releaseFD, Pass: o.x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: o.st.memory, Net: b.opts.netPlan(), Command: append([]string{b.host.bwrap}, bargs...)}
+	plan.UID, plan.GID = o.st.gateIDs()
+	if o.st.disk != nil && o.st.memory == nil {
+		// The disk goes with the sandbox into a mount namespace of its
+		// own, without the other sandboxes' (internal/gate/mounts.go).
+		plan.Mounts = &gate.Mounts{Keep: o.st.disk.Dir, Drop: []string{diskMounts, b.disks.dir}}
+	}
+	cmd, err := gate.Command(b.host.server, plan, gateNS(o.st.ns, plan), gateEnv())
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = o.logf, o.logf
+	cmd.ExtraFiles = o.x.files
+	return cmd, nil
+}
+
+// release maps the gate's user namespace ids (newuidmap, newgidmap)
+// while it joins the cgroup, then releases it. A failure that is the
+// gate's own end (not a sandbox-server binary) says so (gateEnded).
+func (o *opening) release() error {
 	mapped := make(chan error, 1)
-	go func() { mapped <- gate.Map(ctx, pid, st.ns) }()
-	addErr := cg.Add(pid)
+	go func() { mapped <- gate.Map(o.ctx, o.pid, o.st.ns) }()
+	addErr := o.cg.Add(o.pid)
 	if err := cmp.Or(<-mapped, addErr); err != nil {
-		return fail(cmp.Or(b.gateEnded(cmd, exited, logr), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)))
+		return cmp.Or(o.gateEnded(), fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
 	}
-	if _, err := gateW.Write([]byte("go\n")); err != nil {
-		return fail(cmp.Or(b.gateEnded(cmd, exited, logr), fmt.Errorf("release bubblewrap: %w", err)))
+	if _, err := o.gateW.Write([]byte("go\n")); err != nil {
+		return cmp.Or(o.gateEnded(), fmt.Errorf("release bubblewrap: %w", err))
 	}
-	if st.disk != nil {
+	if o.st.disk != nil {
 		// From here on this process reaches the disk as the sandbox
 		// sees it: through bubblewrap's root, once it runs.
-		seeDisk(&l, pid)
+		seeDisk(&o.l, o.pid)
 	}
+	return nil
+}
 
-	s := &Sandbox{b: b, l: l, cl: l.client(serverUID(st.uid), b.opts.OutputBytes), lifeline: lifeW, exited: exited, log: logr}
+// ready waits for the runtime server to answer, then serves a memory
+// disk's module proxy, or lets the host go of a disk the sandbox's mount
+// namespace now holds.
+func (o *opening) ready() error {
+	b := o.b
+	s := &Sandbox{b: b, l: o.l, cl: o.l.client(serverUID(o.st.uid), b.opts.OutputBytes), lifeline: o.lifeW, exited: o.exited, log: o.logr}
+	o.s = s
+	o.undo(func() { s.cl.Close() })
 	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
 	// under contention it may take longer than an Open's start would, and
 	// is bounded by the pool's own poolStartTime (ctx) instead.
-	ready := b.opts.StartTimeout
-	if pooled {
-		ready = poolStartTime
+	wait := b.opts.StartTimeout
+	if o.pooled {
+		wait = poolStartTime
 	}
-	if err := s.waitReady(ctx, exited, ready); err != nil {
-		s.cl.Close()
-		return fail(err)
+	if err := o.waitReady(wait); err != nil {
+		return err
 	}
-	if l.memory {
-		if err := b.serveModules(id, l, st.uid); err != nil {
-			s.cl.Close()
-			return fail(fmt.Errorf("local backend: %w", err))
+	if o.l.memory {
+		if err := b.modules.serve(o.id, o.l, o.st.uid); err != nil {
+			return fmt.Errorf("local backend: %w", err)
 		}
-	} else if st.disk != nil {
+	} else if o.st.disk != nil {
 		// The server answers, so its gate has made the sandbox's mount
 		// namespace, with the disk in it: the host lets go of its own.
-		if err := st.disk.LeaveHost(); err != nil {
-			s.cl.Close()
-			return fail(fmt.Errorf("local backend: %w", err))
+		if err := o.st.disk.LeaveHost(); err != nil {
+			return fmt.Errorf("local backend: %w", err)
 		}
 	}
-	pst, _ := procfs.ReadStat(pid)
-	s.meta = meta{ID: id, PID: pid, StartTime: pst.StartTime, Cgroup: *cg, Created: time.Now().UTC(), Network: b.opts.Network, HostUID: st.uid, Disk: st.disk}
-	if procs, err := cg.Procs(); err == nil {
+	return nil
+}
+
+// record fills the sandbox's meta (its processes, which it keeps alive),
+// caps its ptys before any command runs, protects it from the OOM
+// killer and writes its state file, which makes it attachable.
+func (o *opening) record() error {
+	s := o.s
+	pst, _ := procfs.ReadStat(o.pid)
+	s.meta = meta{ID: o.id, PID: o.pid, StartTime: pst.StartTime, Cgroup: *o.cg, Created: time.Now().UTC(), Network: o.b.opts.Network, HostUID: o.st.uid, Disk: o.st.disk}
+	if procs, err := o.cg.Procs(); err == nil {
 		s.meta.Keep = procs
 	}
 	s.keep = keepSet(s.meta.Keep)
@@ -222,23 +316,21 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 	}
 	// No command has run yet: only Open's caller can start one.
 	// As root or as the user who made the sandbox's namespaces.
-	if err := nslimits.CapPtys(ctx, s.meta.Server); err != nil {
-		s.cl.Close()
-		return fail(fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable))
+	if err := nslimits.CapPtys(o.ctx, s.meta.Server); err != nil {
+		return fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 	}
 	protectFromOOM(s.meta.Keep)
-	if err := writeJSON(l.meta(), s.meta); err != nil {
-		s.cl.Close()
-		return fail(fmt.Errorf("write sandbox state: %w", err))
+	if err := writeJSON(o.l.meta(), s.meta); err != nil {
+		return fmt.Errorf("write sandbox state: %w", err)
 	}
-	b.opts.Logger.DebugContext(ctx, "local sandbox open", "id", id, "pid", pid)
-	return s, nil
+	return nil
 }
 
 // waitReady polls the server until it answers, bubblewrap exits, or
 // timeout passes.
-func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (o *opening) waitReady(timeout time.Duration) error {
+	s := o.s
+	ctx, cancel := context.WithTimeout(o.ctx, timeout)
 	defer cancel()
 	delay := time.Millisecond
 	for {
@@ -251,11 +343,11 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 			}
 		}
 		select {
-		case <-exited:
-			return s.b.exitedEarly(s.log, "")
+		case <-o.exited:
+			return o.exitedEarly("")
 		case <-ctx.Done():
 			hint := ""
-			if s.b.childMode {
+			if s.b.host.childMode {
 				hint = " (is local.ServeIfChild() the first call in main?)"
 			}
 			return fmt.Errorf("local backend: runtime server did not answer within %v%s; log: %s: %w",
@@ -271,13 +363,14 @@ func (s *Sandbox) waitReady(ctx context.Context, exited <-chan struct{}, timeout
 // exitedEarly is the error for a sandbox whose processes ended before its
 // runtime server answered, with the end of its log; why (if any) says
 // which step saw it.
-func (b *Backend) exitedEarly(log *os.File, why string) error {
+func (o *opening) exitedEarly(why string) error {
+	b := o.b
 	hint := ""
-	if b.childMode {
-		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.server)
+	if b.host.childMode {
+		hint = fmt.Sprintf(" (the server is this program, %s, re-executed: its main must call local.ServeIfChild() first thing, or set Options.ServerPath / $GORUNTIME_SANDBOX_SERVER to a sandbox-server binary)", b.host.server)
 	}
 	return fmt.Errorf("local backend: sandbox exited before its runtime server answered%s%s; log: %s: %w",
-		why, hint, tail(log, 1500), goruntime.ErrUnavailable)
+		why, hint, tail(o.logr, 1500), goruntime.ErrUnavailable)
 }
 
 // gateEnded reports, after a step of the start failed, whether the reason
@@ -285,83 +378,11 @@ func (b *Backend) exitedEarly(log *os.File, why string) error {
 // and waits for its release, so one that is not a sandbox-server binary
 // (or one that crashed) ends before the cgroup or the id mapping can take
 // it. It returns nil while the gate still runs.
-func (b *Backend) gateEnded(cmd *exec.Cmd, exited <-chan struct{}, log *os.File) error {
+func (o *opening) gateEnded() error {
 	select {
-	case <-exited:
+	case <-o.exited:
 	case <-time.After(500 * time.Millisecond): // one that is gone is reaped at once (waitCmd)
 		return nil
 	}
-	return b.exitedEarly(log, fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", b.server, cmd.ProcessState))
-}
-
-func (b *Backend) attach(ctx context.Context, id string) (*Sandbox, error) {
-	if !sandboxid.Valid(id) {
-		return nil, fmt.Errorf("local sandbox %q: not a sandbox ID: %w", id, goruntime.ErrSandboxNotFound)
-	}
-	l := layout{dir: filepath.Join(b.sandboxes, id)}
-	var m meta
-	data, err := os.ReadFile(l.meta())
-	if err != nil {
-		return nil, fmt.Errorf("local sandbox %s: %w", id, goruntime.ErrSandboxNotFound)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("local sandbox %s: bad state file: %v: %w", id, err, goruntime.ErrSandboxNotFound)
-	}
-	if !procfs.Alive(m.PID, m.StartTime) {
-		return nil, fmt.Errorf("local sandbox %s: %w (its process has exited)", id, goruntime.ErrSandboxNotFound)
-	}
-	if m.Disk != nil {
-		l.disk = m.Disk.Dir
-		l.memory, l.ownIDs = m.Disk.Memory, m.Disk.OwnIDs
-		if m.Disk.InSandboxNS() {
-			seeDisk(&l, m.PID)
-		}
-	}
-	if m.Server == 0 {
-		m.Server = serverPID(m.Keep)
-		if st, err := procfs.ReadStat(m.Server); err == nil {
-			m.ServerAt = st.StartTime
-		}
-	}
-	s := &Sandbox{b: b, l: l, meta: m, cl: l.client(serverUID(m.HostUID), b.opts.OutputBytes), keep: keepSet(m.Keep)}
-	s.log, _ = os.Open(l.log()) // nil if it is gone: exitedWhy then has no last words to read
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.cl.Ready(rctx); err != nil {
-		if ctx.Err() != nil {
-			s.cl.Close()
-			s.closeLog()
-			return nil, fmt.Errorf("attach local sandbox %s: %w", id, ctx.Err())
-		}
-		return s.attachFailed(ctx, err)
-	}
-	// The process that opened it may be gone, and its module proxy
-	// socket with it: serve it from this one.
-	if err := b.serveModules(id, l, m.HostUID); err != nil {
-		b.opts.Logger.Warn("local sandbox: module proxy not served; module downloads will fail until the next attach", "id", id, "err", err)
-	}
-	return s, nil
-}
-
-// attachFailed handles a sandbox whose processes are alive but whose
-// runtime server did not answer Attach's readiness check (err): one a
-// command stopped (SIGSTOP) or wedged would otherwise run until the
-// machine reboots, since prune removes only dead sandboxes. When the
-// server is stopped, has exited, or does not answer a second probe either
-// (diagnose), the sandbox is killed (its cgroup) and its directory
-// removed, and the error wraps goruntime.ErrSandboxGone. A server that
-// answers the second probe was only slow: s is returned.
-func (s *Sandbox) attachFailed(ctx context.Context, err error) (*Sandbox, error) {
-	var cause error
-	if s.serverState() == "stopped" {
-		cause = errServerWedged
-	}
-	gone := s.diagnose(ctx, cause, err)
-	if gone == nil {
-		return s, nil
-	}
-	if cerr := s.Close(context.WithoutCancel(ctx)); cerr != nil {
-		s.b.opts.Logger.Warn("local sandbox: remove after the server stopped answering", "id", s.meta.ID, "err", cerr)
-	}
-	return nil, fmt.Errorf("attach local sandbox %s: %w", s.meta.ID, gone)
+	return o.exitedEarly(fmt.Sprintf(": its first process, %s started as the gate, ended (%v) before its release, which a sandbox-server binary waits for", o.b.host.server, o.cmd.ProcessState))
 }

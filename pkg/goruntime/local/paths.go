@@ -41,7 +41,7 @@ type layout struct {
 	// left the host; seeDisk), else "".
 	view string
 	// ownIDs: the sandbox runs as subordinate ids of its own on a memory
-	// disk (subids.go); staged maps the host paths bubblewrap binds that
+	// disk (idleases.go); staged maps the host paths bubblewrap binds that
 	// those ids cannot reach to their stagings on the disk (set while the
 	// sandbox starts).
 	ownIDs bool

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
 // The warm pool: sandboxes started ahead of time, their runtime server
@@ -66,202 +67,58 @@ const (
 // process start (a fifth of its CPU time).
 const poolWarmup = "true"
 
-// warmPool holds the started sandboxes and fills itself.
+// warmPool holds the started sandboxes: its spares (package spares)
+// start them, keep them and back off a failed start; the pool decides
+// how many to keep (its target, grown by demand, one while a claim
+// settles) and when to refill.
 type warmPool struct {
-	b    *Backend
-	size int             // Options.WarmPool: what the pool keeps when Opens are few
-	ctx  context.Context // ends with the pool: bounds its starts
-	stop context.CancelFunc
-	gen  *poolGen // the starts begun since the last evict (budget.go)
+	b      *Backend
+	size   int                    // Options.WarmPool: what the pool keeps when Opens are few
+	spares *spares.Pool[*Sandbox] // the started sandboxes and their starts
 
 	mu       sync.Mutex
-	ready    []*Sandbox
-	starting int           // pool starts under way
-	waiting  int           // Opens waiting for one of them (take)
-	changed  chan struct{} // closed (and replaced) when ready, starting or closed change
-	settling int           // claimed sandboxes whose first commands refillAfter waits for
-	target   int           // what the pool fills to now: size, or more while Opens outrun it (grow)
-	filled   bool          // the pool has held its size once: an Open finding it empty since outran it
-	primed   bool          // the first sandbox settled after a claim, or was ready poolRefillDelay with none settling: fill to the target
-	priming  *time.Timer   // primes the pool poolRefillDelay after its first sandbox was ready
-	missed   time.Time     // when an Open last found no sandbox ready
-	shrink   *time.Timer   // brings target back to size (shrinkBack); nil while target is size
+	settling int         // claimed sandboxes whose first commands refillAfter waits for
+	target   int         // what the pool fills to now: size, or more while Opens outrun it (grow)
+	filled   bool        // the pool has held its size once: an Open finding it empty since outran it
+	primed   bool        // the first sandbox settled after a claim, or was ready poolRefillDelay with none settling: fill to the target
+	priming  *time.Timer // primes the pool poolRefillDelay after its first sandbox was ready
+	missed   time.Time   // when an Open last found no sandbox ready
+	shrink   *time.Timer // brings target back to size (shrinkBack); nil while target is size
 	// shrinkAfter is poolShrinkAfter (tests shorten it).
 	shrinkAfter time.Duration
 	closed      bool
-	failures    int       // consecutive failed starts
-	retryAt     time.Time // no start before this after a failure
-	// filler counts the pool's goroutines, which close waits for.
-	filler sync.WaitGroup
-	done   chan struct{} // closed by close
+	done        chan struct{} // closed by close
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
-	ctx, stop := context.WithCancel(context.Background())
-	return &warmPool{b: b, size: size, target: size, shrinkAfter: poolShrinkAfter, ctx: ctx, stop: stop, gen: newPoolGen(ctx), done: make(chan struct{}), changed: make(chan struct{})}
-}
-
-// poolGen is the pool starts begun since the last evict: their context,
-// which evict ends, and what it waits for them on.
-type poolGen struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func newPoolGen(pool context.Context) *poolGen {
-	ctx, cancel := context.WithCancel(pool)
-	return &poolGen{ctx: ctx, cancel: cancel}
-}
-
-// grow raises the pool's target by one sandbox, up to startSlots: an Open
-// found none ready, so Opens come faster than the pool refills (a pool
-// start, warm-up included, takes longer than the time between two Opens
-// times the pool's size), whether that Open then waits for a pool start
-// under way or starts its own. The pool keeps its new size until no Open
-// has found it empty for poolShrinkAfter. A pool still filling for the
-// first time (a fresh process's first Open) does not grow: it is not
-// short, only not full yet.
-func (p *warmPool) grow() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.size <= 0 || p.closed || !p.filled {
-		return
-	}
-	p.missed = time.Now()
-	p.target = min(p.target+1, max(p.size, startSlots()))
-	if p.shrink == nil && p.target > p.size {
-		p.shrink = time.AfterFunc(p.shrinkAfter, p.shrinkBack)
-	}
-}
-
-// shrinkBack brings a grown pool back to its size once no Open has found
-// it empty for poolShrinkAfter, closing the sandboxes waiting past it.
-func (p *warmPool) shrinkBack() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	if rest := p.shrinkAfter - time.Since(p.missed); rest > 0 {
-		p.shrink.Reset(rest)
-		p.mu.Unlock()
-		return
-	}
-	p.target, p.shrink = p.size, nil
-	var surplus []*Sandbox
-	if len(p.ready) > p.size {
-		surplus = append(surplus, p.ready[p.size:]...)
-		p.ready = p.ready[:p.size]
-	}
-	p.filler.Add(1) // close waits for these closes too
-	p.mu.Unlock()
-	defer p.filler.Done()
-	for _, s := range surplus {
-		_ = s.Close(context.Background())
-	}
-}
-
-// signal wakes the Opens waiting in take. p.mu must be held.
-func (p *warmPool) signal() {
-	close(p.changed)
-	p.changed = make(chan struct{})
-}
-
-// refillAfter refills the pool once s has run its first commands and
-// rested poolRefillQuiet (Session.Execute unpacks the files, then runs
-// the command: two commands back to back), once s is closed or
-// disconnected, or poolRefillDelay from now, whichever comes first.
-func (p *warmPool) refillAfter(s *Sandbox) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.size <= 0 || p.closed {
-		return
-	}
-	idle := make(chan struct{})
-	var (
-		mu      sync.Mutex
-		running int
-		quiet   *time.Timer
-		once    sync.Once
-	)
-	rested := func() { once.Do(func() { close(idle) }) }
-	s.mu.Lock()
-	s.onEnd = rested
-	s.onCommand = func(start bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if quiet != nil {
-			quiet.Stop()
-		}
-		if start {
-			running++
-			return
-		}
-		if running--; running == 0 {
-			quiet = time.AfterFunc(poolRefillQuiet, rested)
-		}
-	}
-	s.mu.Unlock()
-	p.settling++
-	p.filler.Add(1)
-	go func() {
-		defer p.filler.Done()
-		t := time.NewTimer(poolRefillDelay)
-		defer t.Stop()
-		select {
-		case <-idle:
-		case <-t.C:
-		case <-p.done:
-		}
-		s.mu.Lock()
-		s.onCommand, s.onEnd = nil, nil
-		s.mu.Unlock()
-		p.mu.Lock()
-		p.settling--
-		p.primed = true
-		p.mu.Unlock()
-		p.refill()
-	}()
-}
-
-// prime lets a fresh pool fill to its target once its first sandbox has
-// been ready poolRefillDelay. While a claimed sandbox still settles it
-// does nothing: refillAfter primes the pool when that one has.
-func (p *warmPool) prime() {
-	p.mu.Lock()
-	if p.settling > 0 {
-		p.mu.Unlock()
-		return
-	}
-	p.primed = true
-	p.mu.Unlock()
-	p.refill()
+	p := &warmPool{b: b, size: size, target: size, shrinkAfter: poolShrinkAfter, done: make(chan struct{})}
+	p.spares = spares.New(spares.Config[*Sandbox]{
+		Make:     p.start,
+		Discard:  func(s *Sandbox) error { return s.Close(context.Background()) },
+		RetryMin: poolRetryMin,
+		RetryMax: poolRetryMax,
+		OnError:  p.startFailed,
+		OnReady:  p.offered,
+	})
+	return p
 }
 
 // claim takes a live sandbox out of the pool, or returns nil. Sandboxes
 // found dead (a machine-wide kill, the OOM killer) are skipped and closed
-// in the background, which close waits for (filler).
+// in the background, which close waits for.
 func (p *warmPool) claim() *Sandbox {
 	for {
-		p.mu.Lock()
-		if len(p.ready) == 0 {
-			p.mu.Unlock()
+		s, ok := p.spares.Take()
+		if !ok {
 			return nil
 		}
-		s := p.ready[0]
-		p.ready = p.ready[1:]
-		// Counted before close can wait: close empties ready under mu.
-		p.filler.Add(1)
-		p.mu.Unlock()
 		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.Foreground(s.b.opts.CPUs) == nil {
-			p.filler.Done()
 			return s
 		}
-		go func() {
-			defer p.filler.Done()
-			_ = s.Close(context.Background())
-		}()
+		closeDead := func() { _ = s.Close(context.Background()) }
+		if !p.spares.Go(closeDead) {
+			closeDead()
+		}
 	}
 }
 
@@ -277,116 +134,53 @@ func (p *warmPool) take(ctx context.Context, wait time.Duration) *Sandbox {
 		return s
 	}
 	p.grow()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		if s := p.claim(); s != nil {
-			return s
-		}
-		p.mu.Lock()
-		if p.closed || p.waiting >= p.starting {
-			p.mu.Unlock()
-			return nil
-		}
-		p.waiting++
-		changed := p.changed
-		p.mu.Unlock()
-		var out bool
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			out = true
-		case <-deadline.C:
-			out = true
-		}
-		p.mu.Lock()
-		p.waiting--
-		p.mu.Unlock()
-		if out {
-			return nil
-		}
-	}
+	s, _ := p.spares.TakeWait(ctx, wait, func() (*Sandbox, bool) {
+		s := p.claim()
+		return s, s != nil
+	})
+	return s
 }
 
 // refill starts, at once, as many pool starts as the pool lacks
 // sandboxes, counting those under way: a start waits more than it
 // computes (on namespaces, the server's start), so starts side by side
 // keep up with Opens that one start at a time would not. It starts none
-// while the pool is closed or a failed start asked it to wait, none
-// before the seed build cache is complete (Backend.seedReady refills
-// then: a pool sandbox always has the seed), and while a claimed sandbox
-// settles no more than one in all (refillAfter calls refill again when
-// it has settled).
+// while the pool is closed or a failed start asked it to wait (spares),
+// none before the seed build cache is complete (Backend.seedReady
+// refills then: a pool sandbox always has the seed), and while a claimed
+// sandbox settles no more than one in all (refillAfter calls refill
+// again when it has settled).
 func (p *warmPool) refill() {
 	if p.size <= 0 || !p.b.seeds.Ready() {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || time.Now().Before(p.retryAt) {
+	if p.closed {
 		return
 	}
-	want := p.target
-	if p.settling > 0 || !p.primed {
-		want = 1
-	}
-	for ; len(p.ready)+p.starting < want; p.starting++ {
-		gen := p.gen
-		p.filler.Add(1)
-		gen.wg.Add(1)
-		go func() {
-			defer p.filler.Done()
-			defer gen.wg.Done()
-			p.fillOne(gen.ctx)
-		}()
-	}
+	p.spares.Fill(p.want())
 }
 
-// fillOne starts one sandbox for the pool and offers it, then refills
-// (the pool may have been claimed from meanwhile). A failed start backs
-// the pool off. A start evict ended (ctx) offers nothing.
-func (p *warmPool) fillOne(ctx context.Context) {
-	s, err := p.start(ctx)
-	p.mu.Lock()
-	p.starting--
-	p.signal()
-	if ctx.Err() != nil && p.ctx.Err() == nil {
-		p.mu.Unlock()
-		if s != nil {
-			_ = s.Close(context.Background())
-		}
+// want is what the pool fills to now: its target, or one sandbox while a
+// claimed one settles or before the pool is primed. p.mu must be held.
+func (p *warmPool) want() int {
+	if p.settling > 0 || !p.primed {
+		return 1
+	}
+	return p.target
+}
+
+// startFailed logs a failed pool start; the pool backs off for wait.
+func (p *warmPool) startFailed(err error, wait time.Duration) {
+	if errors.Is(err, ErrHostLimit) {
+		// No room (the host's tasks, the memory budget): Opens are
+		// refused alike until sandboxes close.
+		p.b.opts.Logger.Info("local backend: warm pool starts no sandbox while there is no room for one", "err", err, "retry_in", wait)
 		return
 	}
-	if err != nil {
-		p.failures++
-		wait := min(poolRetryMin<<min(p.failures-1, 6), poolRetryMax)
-		p.retryAt = time.Now().Add(wait)
-		p.mu.Unlock()
-		switch {
-		case p.ctx.Err() != nil:
-		case errors.Is(err, ErrHostLimit):
-			// No room (the host's tasks, the memory budget): Opens are
-			// refused alike until sandboxes close.
-			p.b.opts.Logger.Info("local backend: warm pool starts no sandbox while there is no room for one", "err", err, "retry_in", wait)
-		default:
-			p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
-				"err", err, "retry_in", wait)
-		}
-		return
-	}
-	p.failures, p.retryAt = 0, time.Time{}
-	if p.closed {
-		p.mu.Unlock()
-		_ = s.Close(context.Background())
-		return
-	}
-	p.ready = append(p.ready, s)
-	p.filled = p.filled || len(p.ready) >= p.size
-	if !p.primed && p.priming == nil {
-		p.priming = time.AfterFunc(poolRefillDelay, p.prime)
-	}
-	p.mu.Unlock()
-	p.refill()
+	p.b.opts.Logger.Warn("local backend: warm pool could not start a sandbox; Open starts its own until a retry succeeds",
+		"err", err, "retry_in", wait)
 }
 
 // start starts one sandbox by the ordinary path and warms it up.
@@ -410,48 +204,45 @@ func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
 	return s, nil
 }
 
-// ready reports how many started sandboxes wait in the pool.
+// readyCount reports how many started sandboxes wait in the pool.
 func (p *warmPool) readyCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.ready)
+	ready, _, _ := p.spares.Stats()
+	return ready
 }
 
+// evict ends what the warm pool holds of the memory budget, for an Open
+// the budget refused (budget.go): it closes the sandboxes waiting in the
+// pool and ends its starts under way, waiting for them until ctx ends.
+// It reports whether there were any. The pool refills afterwards as it
+// would have, each start within the budget.
+func (p *warmPool) evict(ctx context.Context) bool { return p.spares.Evict(ctx) }
+
 // close stops the filler and closes every sandbox in the pool, waiting
-// for the pool's own goroutines (filler: starts, refills, and the closes
-// of sandboxes claim found dead or shrinkBack let go). Later claims find
-// nothing and refills do nothing.
+// for the pool's own goroutines (starts, refills, and the closes of
+// sandboxes claim found dead or shrinkBack let go) until ctx ends. Later
+// claims find nothing and refills do nothing.
 func (p *warmPool) close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {
 		close(p.done)
-		p.signal()
 	}
 	p.closed = true
-	p.stop()
 	for _, t := range []*time.Timer{p.shrink, p.priming} {
 		if t != nil {
 			t.Stop()
 		}
 	}
-	ready := p.ready
-	p.ready = nil
 	p.mu.Unlock()
-	p.filler.Wait()
-	var errs []error
-	for _, s := range ready {
-		errs = append(errs, s.Close(ctx))
-	}
-	return errors.Join(errs...)
+	return p.spares.Close(ctx)
 }
 
 // openSandbox is Open: a claim from the warm pool when it has a sandbox
 // ready or one of its starts is under way for it (take), its memory limit
-// raised within the budget (claimWithin), else a start. Either way the pool refills in the background once
+// raised within the budget (budget.claim), else a start. Either way the pool refills in the background once
 // the sandbox's first commands have ended (refillAfter).
 func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
-		if err := b.claimWithin(ctx, s); err != nil {
+		if err := b.budget.claim(ctx, s); err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -482,5 +273,5 @@ func (b *Backend) WarmPoolReady() int { return b.pool.readyCount() }
 // The last backend of the state directory to close (in any process)
 // also unmounts and deletes the spare disks (users.go).
 func (b *Backend) Close(ctx context.Context) error {
-	return errors.Join(b.pool.close(ctx), b.bg.close(ctx), b.leave())
+	return errors.Join(b.pool.close(ctx), b.caches.spares.Close(ctx), b.disks.spares.Close(ctx), b.bg.close(ctx), b.leave())
 }

@@ -128,13 +128,13 @@ func (ly layers) args(x *extraFiles) ([]string, error) {
 	return a, nil
 }
 
-func (b *Backend) protectionArgs(x *extraFiles) ([]string, error) { return b.layers.args(x) }
+func (h *host) protectionArgs(x *extraFiles) ([]string, error) { return h.layers.args(x) }
 
 // setupProtections decides, from the options and this host, which layers
 // sandboxes get, and fails (naming the fix) when a required one is
 // unavailable. Relaxed ones are logged.
-func (b *Backend) setupProtections() error {
-	o := b.opts
+func (h *host) setupProtections() error {
+	o := *h.opts
 	root := os.Geteuid() == 0
 	var problems []string // every required protection missing, each with its fix
 	if !o.Relax.Seccomp {
@@ -142,25 +142,25 @@ func (b *Backend) setupProtections() error {
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("seccomp filter: %v (or relax it: Options.Relax.Seccomp)", err))
 		}
-		b.layers.seccompProg = prog
+		h.layers.seccompProg = prog
 	}
-	b.layers.usernsBlock = !o.Relax.NestedUserns
-	b.hostUID = root && !o.Relax.HostUID
+	h.layers.usernsBlock = !o.Relax.NestedUserns
+	h.hostUID = root && !o.Relax.HostUID
 	if !o.Relax.DiskQuota {
 		detail, fix := disk.HostProblem()
 		if !root {
-			detail, fix = memoryDiskProblem(context.Background(), b.server)
+			detail, fix = memoryDiskProblem(context.Background(), h.server)
 		}
 		if detail != "" {
 			problems = append(problems, fmt.Sprintf("disk quota unavailable: %s; fix: %s", detail, fix))
 		}
-		b.diskQuota, b.memoryDisk = true, o.usesMemoryDisk()
+		h.diskQuota, h.memoryDisk = true, o.usesMemoryDisk()
 	}
 	if !root {
-		switch p := checkSubIDs(context.Background(), o, b.memoryDisk, b.server); p.Status {
+		switch p := checkSubIDs(context.Background(), o, h.memoryDisk, h.server); p.Status {
 		case StatusActive:
 			s, _, _ := findSubIDs()
-			b.subIDs = &s
+			h.subIDs = &s
 		case StatusRelaxed:
 		case StatusUnavailable:
 			if p.Required {
@@ -173,12 +173,12 @@ func (b *Backend) setupProtections() error {
 		}
 	}
 	if !o.Relax.FileTable {
-		if p := fileTableProblem(o.chargedMemory(b.memoryDisk), hostFileMax()); p != nil {
+		if p := fileTableProblem(o.chargedMemory(h.memoryDisk), hostFileMax()); p != nil {
 			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
 	if !o.Relax.Connections {
-		if p := connectionsProblem(context.Background(), o, b.server); p != nil {
+		if p := connectionsProblem(context.Background(), o, h.server); p != nil {
 			problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
@@ -237,34 +237,34 @@ func trialSandbox(ctx context.Context, bwrap string, ly layers, uid int, cmd ...
 
 // trialUID is the uid trial sandboxes run as: the last of the sandbox range when
 // sandboxes get host uids of their own, else the caller's own (-1).
-func (b *Backend) trialUID() int {
-	if b.hostUID {
-		return b.opts.HostUIDBase + b.opts.HostUIDCount - 1
+func (h *host) trialUID() int {
+	if h.hostUID {
+		return h.opts.HostUIDBase + h.opts.HostUIDCount - 1
 	}
 	return -1
 }
 
 // diagnoseTrial names which layer made a trial sandbox with all of them fail.
-func (b *Backend) diagnoseTrial(ctx context.Context, out string, err error) string {
-	if o, err := trialSandbox(ctx, b.bwrap, layers{}, -1); err != nil {
+func (h *host) diagnoseTrial(ctx context.Context, out string, err error) string {
+	if o, err := trialSandbox(ctx, h.bwrap, layers{}, -1); err != nil {
 		return fmt.Sprintf("bubblewrap cannot create namespaces here (%v: %s); allow unprivileged user namespaces "+
 			"(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "+
 			"or run outside a container that forbids them", err, o)
 	}
-	if b.hostUID {
-		if o, err := trialSandbox(ctx, b.bwrap, layers{}, b.trialUID()); err != nil {
+	if h.hostUID {
+		if o, err := trialSandbox(ctx, h.bwrap, layers{}, h.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot run as an unprivileged host uid (%d) here (%v: %s): allow unprivileged user namespaces "+
 				"(sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1), or relax it (Options.Relax.HostUID) to run sandboxes as root",
-				b.trialUID(), err, o)
+				h.trialUID(), err, o)
 		}
 	}
-	if b.seccompProg != nil {
-		if o, err := trialSandbox(ctx, b.bwrap, layers{seccompProg: b.seccompProg}, b.trialUID()); err != nil {
+	if h.seccompProg != nil {
+		if o, err := trialSandbox(ctx, h.bwrap, layers{seccompProg: h.seccompProg}, h.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot load the seccomp filter (%v: %s): the kernel needs CONFIG_SECCOMP_FILTER; or relax it (Options.Relax.Seccomp)", err, o)
 		}
 	}
-	if b.usernsBlock {
-		if o, err := trialSandbox(ctx, b.bwrap, layers{usernsBlock: true}, b.trialUID()); err != nil {
+	if h.usernsBlock {
+		if o, err := trialSandbox(ctx, h.bwrap, layers{usernsBlock: true}, h.trialUID()); err != nil {
 			return fmt.Sprintf("bubblewrap cannot block nested user namespaces (%v: %s): --disable-userns needs bubblewrap 0.8 or later (scripts/install-deps.sh); or relax it (Options.Relax.NestedUserns)", err, o)
 		}
 	}

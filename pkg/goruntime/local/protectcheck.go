@@ -185,7 +185,7 @@ func callerName() string {
 
 // checkFileTable reports whether the host's open-file table is large
 // enough that no sandbox can fill it (fileTableProblem); memoryDisk says
-// whether sandboxes' disks are in memory (memdisk.go).
+// whether sandboxes' disks are in memory (storage.go).
 func checkFileTable(o Options, memoryDisk bool) Protection {
 	fileMax, charged := hostFileMax(), o.chargedMemory(memoryDisk)
 	if p := fileTableProblem(charged, fileMax); p != nil {

@@ -177,7 +177,7 @@ func rootlessSilence(r *rootlessTarget) findings {
 }
 
 // rootlessHelper opens two sandboxes with a 64 MiB, 10,000-inode disk
-// (a memory disk: memdisk.go), a 256 MiB memory limit, 128 processes, 512
+// (a memory disk: storage.go), a 256 MiB memory limit, 128 processes, 512
 // open files per process and a cap of 256 connections; runs the attacker
 // battery; and
 // prints what the limits did, last, since a limit that does not hold can

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,12 +19,13 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
-// spareDisks is how many ready disks the backend keeps: a disk is made
+// spareDisksKept is how many ready disks the backend keeps: a disk is made
 // in milliseconds from its template (internal/disk), but its first one
 // of a kind makes the template (mkfs.ext4, ~0.2 s).
-const spareDisks = 2
+const spareDisksKept = 2
 
 // diskMounts holds the disks' mount points, where a sandbox's host uid
 // reaches them.
@@ -46,42 +48,59 @@ func diskLayout() disk.Layout {
 	}
 }
 
-// diskSpec is how the backend makes a disk linked to seed.
-func (b *Backend) diskSpec(seed string) disk.Spec {
-	return disk.Spec{Images: b.disksDir(), Mounts: diskMounts, Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: diskLayout(), MaxLoops: b.maxLoops}
+// diskStore is the state directory's sandbox disks as the backend makes
+// them (of Options.DiskBytes and DiskInodes), the spares Open claims from
+// and the prune of those nobody will claim.
+type diskStore struct {
+	dir           string // StateDir/disks: the images and the spare markers
+	seedRoot      string // the seeds, whose disks are claimable (seed.Claimable)
+	bytes, inodes int64
+	// maxLoops caps the host's attached loop devices for new disks
+	// (disk.Spec.MaxLoops); 0: the kernel's limit alone. Tests set it.
+	maxLoops int
+	logger   *slog.Logger
+	spares   *spares.Keyed[string, disk.Disk] // ready disks, per seed
 }
 
-// disksDir holds images and the spare pool.
-func (b *Backend) disksDir() string { return stateDir(b.opts.StateDir).disks() }
+func newDiskStore(o Options) *diskStore {
+	d := &diskStore{dir: stateDir(o.StateDir).disks(), seedRoot: stateDir(o.StateDir).seedRoot(), bytes: o.DiskBytes, inodes: o.DiskInodes, logger: o.Logger}
+	d.spares = d.newSpares()
+	return d
+}
 
-// spareDiskDir holds one marker file per ready disk made for this seed,
+// spec is how the backend makes a disk linked to seed.
+func (d *diskStore) spec(seed string) disk.Spec {
+	return disk.Spec{Images: d.dir, Mounts: diskMounts, Bytes: d.bytes, Inodes: d.inodes, Seed: seed, Layout: diskLayout(), MaxLoops: d.maxLoops}
+}
+
+// spareDir holds one marker file per ready disk made for this seed,
 // size and inode count; the marker's name is the disk's id.
-func (b *Backend) spareDiskDir(seed string) string {
-	return filepath.Join(b.disksDir(), "spare", fmt.Sprintf("%s-%d-%d-%s", filepath.Base(seed), b.opts.DiskBytes, b.opts.DiskInodes, diskLayoutVersion))
+func (d *diskStore) spareDir(seed string) string {
+	return filepath.Join(d.dir, "spare", fmt.Sprintf("%s-%d-%d-%s", filepath.Base(seed), d.bytes, d.inodes, diskLayoutVersion))
 }
 
-// claimDisk takes a ready disk from the spare pool, or makes one, and
+// claim takes a ready disk from the spare pool, or makes one, and
 // gives its directories to uid (0: leave them to root).
-func (b *Backend) claimDisk(ctx context.Context, seed string, uid int) (disk.Disk, error) {
-	d, ok := b.claimSpareDisk(seed)
+func (d *diskStore) claim(ctx context.Context, seed string, uid int) (disk.Disk, error) {
+	dk, ok := d.claimSpare(seed)
 	if !ok {
 		var err error
-		if d, err = disk.Make(ctx, sandboxid.New(), b.diskSpec(seed)); err != nil {
-			return d, err
+		if dk, err = disk.Make(ctx, sandboxid.New(), d.spec(seed)); err != nil {
+			return dk, err
 		}
 	}
-	if err := d.Claim(diskLayout(), uid); err != nil {
-		d.Remove()
-		return d, err
+	if err := dk.Claim(diskLayout(), uid); err != nil {
+		dk.Remove()
+		return dk, err
 	}
-	return d, nil
+	return dk, nil
 }
 
-// claimSpareDisk takes a ready disk: removing its marker is the claim
+// claimSpare takes a ready disk: removing its marker is the claim
 // (only one remover succeeds), then the disk must still be mounted (a
 // reboot unmounts spares but leaves their markers).
-func (b *Backend) claimSpareDisk(seed string) (disk.Disk, bool) {
-	dir := b.spareDiskDir(seed)
+func (d *diskStore) claimSpare(seed string) (disk.Disk, bool) {
+	dir := d.spareDir(seed)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return disk.Disk{}, false
@@ -90,66 +109,71 @@ func (b *Backend) claimSpareDisk(seed string) (disk.Disk, bool) {
 		if !sandboxid.Valid(e.Name()) || os.Remove(filepath.Join(dir, e.Name())) != nil {
 			continue
 		}
-		d := disk.ByID(b.disksDir(), diskMounts, e.Name())
-		if d.Complete(diskLayout()) {
-			return d, true
+		dk := disk.ByID(d.dir, diskMounts, e.Name())
+		if dk.Complete(diskLayout()) {
+			return dk, true
 		}
-		b.opts.Logger.Warn("local backend: a spare disk is not mounted or not laid out; removing it", "disk", d.Dir)
-		d.Remove()
+		d.logger.Warn("local backend: a spare disk is not mounted or not laid out; removing it", "disk", dk.Dir)
+		dk.Remove()
 	}
 	return disk.Disk{}, false
 }
 
-// refillSpareDisks tops the pool of ready disks up to spareDisks, one
-// filler at a time per backend.
-func (b *Backend) refillSpareDisks(seed string) {
-	if !b.refillingDisks.CompareAndSwap(false, true) {
-		return
-	}
-	started := b.bg.start(func(bgCtx context.Context) {
-		defer b.refillingDisks.Store(false)
-		dir := b.spareDiskDir(seed)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return
-		}
-		for {
-			entries, err := os.ReadDir(dir)
-			if err != nil || len(entries) >= spareDisks || bgCtx.Err() != nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(bgCtx, time.Minute)
-			d, err := disk.Make(ctx, sandboxid.New(), b.diskSpec(seed))
-			cancel()
-			if err != nil {
-				b.opts.Logger.Debug("local backend: make spare disk", "err", err)
-				return
-			}
-			if err := os.WriteFile(filepath.Join(dir, d.ID()), nil, 0o600); err != nil {
-				d.Remove()
-				return
-			}
-		}
+// newSpares is the spare disks, a pool per seed (package
+// spares): each fills a directory of markers, one per ready disk, that
+// any process of the state directory may claim (claimSpare), one disk
+// at a time.
+func (d *diskStore) newSpares() *spares.Keyed[string, disk.Disk] {
+	return spares.NewKeyed(func(seed string) *spares.Pool[disk.Disk] {
+		return spares.New(sharedSpares(spares.Config[disk.Disk]{
+			Make: func(ctx context.Context) (disk.Disk, error) {
+				ctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				return disk.Make(ctx, sandboxid.New(), d.spec(seed))
+			},
+			Shared:  spareDiskShelf(d.spareDir(seed)),
+			Discard: disk.Disk.Remove,
+		}, d.logger, "make spare disk"))
 	})
-	if !started {
-		b.refillingDisks.Store(false)
-	}
 }
 
-// pruneDisks removes the spare disks no backend claims (their group is of
+// spareDiskShelf is a directory of markers, one per ready disk, named
+// after the disk's id.
+type spareDiskShelf string
+
+func (d spareDiskShelf) Len() (int, error) {
+	entries, err := os.ReadDir(string(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return len(entries), err
+}
+
+func (d spareDiskShelf) Put(dk disk.Disk) error {
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(string(d), dk.ID()), nil, 0o600)
+}
+
+// refill tops the ready disks made for seed up to spareDisksKept.
+func (d *diskStore) refill(seed string) { d.spares.Fill(seed, spareDisksKept) }
+
+// prune removes the spare disks no backend claims (their group is of
 // an older layout, or of a seed that is gone or superseded), then, with
 // disk.Prune, the disks of this state directory that no sandbox and no
 // spare marker names. live holds the IDs of live sandboxes' disks.
-func (b *Backend) pruneDisks(live map[string]bool) {
+func (d *diskStore) prune(live map[string]bool) {
 	keep := map[string]bool{}
 	for id := range live {
 		keep[id] = true
 	}
-	if groups, err := os.ReadDir(filepath.Join(b.disksDir(), "spare")); err == nil {
+	if groups, err := os.ReadDir(filepath.Join(d.dir, "spare")); err == nil {
 		for _, g := range groups {
-			group := filepath.Join(b.disksDir(), "spare", g.Name())
+			group := filepath.Join(d.dir, "spare", g.Name())
 			markers, _ := os.ReadDir(group)
 			seedName, version := spareDiskGroup(g.Name())
-			if version == diskLayoutVersion && seed.Claimable(stateDir(b.opts.StateDir).seedRoot(), seedName) {
+			if version == diskLayoutVersion && seed.Claimable(d.seedRoot, seedName) {
 				for _, m := range markers {
 					keep[m.Name()] = true
 				}
@@ -158,20 +182,20 @@ func (b *Backend) pruneDisks(live map[string]bool) {
 			// No backend claims from this group: its disks were made by
 			// an older version, or on a seed that is gone or superseded
 			// (the base once the extra seed is complete, an older extra
-			// seed). Removing a marker is the claim (claimSpareDisk), so
+			// seed). Removing a marker is the claim (claimSpare), so
 			// the disk is ours to remove.
 			for _, m := range markers {
 				if os.Remove(filepath.Join(group, m.Name())) == nil && sandboxid.Valid(m.Name()) {
-					_ = disk.ByID(b.disksDir(), diskMounts, m.Name()).Remove()
+					_ = disk.ByID(d.dir, diskMounts, m.Name()).Remove()
 				}
 			}
 			_ = os.Remove(group) // fails if a filler added a marker meanwhile
 		}
 	}
-	disk.Prune(b.disksDir(), diskMounts, keep)
+	disk.Prune(d.dir, diskMounts, keep)
 }
 
-// spareDiskGroup splits the name of a spare disk group (spareDiskDir:
+// spareDiskGroup splits the name of a spare disk group (spareDir:
 // <seed>-<bytes>-<inodes>-<layout version>) into the seed's directory
 // name and the layout version; both are "" for a name of another shape.
 func spareDiskGroup(name string) (seed, version string) {
@@ -192,11 +216,11 @@ func spareDiskGroup(name string) (seed, version string) {
 	return rest, fields[2]
 }
 
-// removeSpareDisks unmounts and deletes every spare disk of the state
+// removeSpares unmounts and deletes every spare disk of the state
 // directory, of every group. Removing a marker is the claim, as in
-// claimSpareDisk, so a disk another backend claimed meanwhile is left.
-func (b *Backend) removeSpareDisks() error {
-	root := filepath.Join(b.disksDir(), "spare")
+// claimSpare, so a disk another backend claimed meanwhile is left.
+func (d *diskStore) removeSpares() error {
+	root := filepath.Join(d.dir, "spare")
 	groups, err := os.ReadDir(root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -212,7 +236,7 @@ func (b *Backend) removeSpareDisks() error {
 			if os.Remove(filepath.Join(group, m.Name())) != nil || !sandboxid.Valid(m.Name()) {
 				continue
 			}
-			if err := disk.ByID(b.disksDir(), diskMounts, m.Name()).Remove(); err != nil {
+			if err := disk.ByID(d.dir, diskMounts, m.Name()).Remove(); err != nil {
 				errs = append(errs, fmt.Errorf("local backend: remove spare disk %s: %w", m.Name(), err))
 			}
 		}

@@ -21,9 +21,9 @@ const runRoot = "/run/go-runtime-sandbox"
 // from. As the caller's own uid, that is their own paths. As sandbox host
 // uids, a path that some uid cannot reach is bound read-only under
 // runRoot/ro/ once and reused by every sandbox (and every backend) after.
-func (b *Backend) stageBinds() error {
-	b.bindGoroot, b.bindModCache, b.bindServer, b.bindProcessAPI = b.goroot, b.modCache, b.server, b.processAPI
-	if !b.hostUID {
+func (h *host) stageBinds() error {
+	h.bindGoroot, h.bindModCache, h.bindServer, h.bindProcessAPI = h.goroot, h.modCache, h.server, h.processAPI
+	if !h.hostUID {
 		return nil
 	}
 	stagings := filepath.Join(runRoot, "ro")
@@ -37,19 +37,19 @@ func (b *Backend) stageBinds() error {
 	}
 	hostuid.UnstageDeleted(stagings)
 	var err error
-	if b.bindGoroot, err = hostuid.Stage(stagings, b.goroot); err != nil {
+	if h.bindGoroot, err = hostuid.Stage(stagings, h.goroot); err != nil {
 		return err
 	}
-	if b.modCache != "" {
-		if b.bindModCache, err = hostuid.Stage(stagings, b.modCache); err != nil {
+	if h.modCache != "" {
+		if h.bindModCache, err = hostuid.Stage(stagings, h.modCache); err != nil {
 			return err
 		}
 	}
-	if b.bindServer, err = hostuid.Stage(stagings, b.server); err != nil {
+	if h.bindServer, err = hostuid.Stage(stagings, h.server); err != nil {
 		return err
 	}
-	if b.processAPI != "" {
-		if b.bindProcessAPI, err = hostuid.Stage(stagings, b.processAPI); err != nil {
+	if h.processAPI != "" {
+		if h.bindProcessAPI, err = hostuid.Stage(stagings, h.processAPI); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,7 @@ import (
 type storage struct {
 	uid  int
 	disk *disk.Disk
-	// leases is the directory of uid's lease (Backend.uidLeases).
+	// leases is the directory of uid's lease (host.uidLeases).
 	leases string
 	// memory is the memory disk the gate mounts before it becomes
 	// bubblewrap, in the user namespace ns (nil: none).
@@ -47,21 +47,21 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 			st.release(l.dir)
 		}
 	}()
-	st.leases = b.uidLeases()
-	if b.hostUID {
-		if st.uid, err = b.allocUID(l.dir); err != nil {
+	st.leases = b.host.uidLeases()
+	if b.host.hostUID {
+		if st.uid, err = b.host.allocUID(l.dir); err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
 	}
 	var id disk.Identity
-	if b.subIDs != nil {
-		uid, gid, err := b.subIDs.alloc(l.dir)
+	if b.host.subIDs != nil {
+		uid, gid, err := b.host.subIDs.alloc(l.dir)
 		if err != nil {
 			return st, fmt.Errorf("local backend: %w: %w", err, goruntime.ErrUnavailable)
 		}
-		id, st.uid = b.subIDs.identity(uid, gid), uid
+		id, st.uid = b.host.subIDs.identity(uid, gid), uid
 	}
-	if b.memoryDisk {
+	if b.host.memoryDisk {
 		d, g, ns, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
@@ -69,8 +69,8 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		st.disk, st.memory, st.ns = &d, g, ns
 		return st, nil
 	}
-	if b.diskQuota {
-		d, err := b.claimDisk(ctx, seed.WithExtra(seedDir), st.uid)
+	if b.host.diskQuota {
+		d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
 		}
@@ -85,7 +85,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 		return st, nil
 	}
-	if b.hostUID && !hostuid.Reachable(b.sandboxes) {
+	if b.host.hostUID && !hostuid.Reachable(b.sandboxes) {
 		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
 			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
@@ -98,7 +98,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 			return st, fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
-	if !b.claimSpare(seedDir, l.gocache()) {
+	if !b.caches.claim(seedDir, l.gocache()) {
 		if err := seed.Populate(seedDir, l.gocache()); err != nil {
 			return st, err
 		}
@@ -117,13 +117,13 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
 func (b *Backend) refillStorage(seedDir string) {
-	if b.memoryDisk {
+	if b.host.memoryDisk {
 		return // mounting one costs no more than claiming one
 	}
-	if b.diskQuota {
-		b.refillSpareDisks(seed.WithExtra(seedDir))
+	if b.host.diskQuota {
+		b.disks.refill(seed.WithExtra(seedDir))
 	} else {
-		b.refillSpares(seedDir)
+		b.caches.refill(seedDir)
 	}
 }
 
@@ -174,4 +174,83 @@ func seeDisk(l *layout, pid int) {
 		_ = os.Remove(link)
 		_ = os.Symlink(l.view+filepath.Join(l.disk, name), link)
 	}
+}
+
+// Memory disks (internal/disk's memory.go): the disk quota of a backend
+// that is not root. The sandbox's gate mounts a tmpfs of Options.DiskBytes
+// and Options.DiskInodes in a user and mount namespace of its own and
+// only then becomes bubblewrap; this process reaches the disk through
+// /proc/<bubblewrap's pid>/root (layout.view, seeDisk).
+
+// gatePATH is the PATH the gate (package gate), and so bubblewrap, run
+// with, and where the gate's helpers are found (newuidmap, newgidmap).
+const gatePATH = "/usr/bin:/bin"
+
+// gateEnv is the environment the gate, and so bubblewrap, run with.
+func gateEnv() []string { return []string{"PATH=" + gatePATH} }
+
+// usesMemoryDisk reports whether sandboxes under o get a memory disk: a
+// disk quota is kept (not relaxed) by a backend that is not root.
+func (o Options) usesMemoryDisk() bool { return os.Geteuid() != 0 && !o.Relax.DiskQuota }
+
+// memoryDiskLayout is what a memory disk holds: layout's writable
+// directories (relative to the disk's root), GOCACHE among them. The etc
+// and log directories stay on the host (layout.etc, layout.logDir).
+func memoryDiskLayout() disk.Layout {
+	var l layout // relative paths: no dir, no disk
+	return disk.Layout{
+		Dirs:  []string{l.app(), l.home(), filepath.Dir(l.gocache()), l.gocache(), l.tmp(), l.run()},
+		Cache: l.gocache(),
+	}
+}
+
+// prepareMemoryDisk lays out the host side of a memory disk for the
+// sandbox in l (its mount point, etc and log directories) and returns the
+// disk, what the gate does to mount it and the user namespace it does
+// that in. A
+// sandbox with host ids of its own (id, idleases.go) mounts its disk on the
+// user's shared mount point, which those ids reach, and gets what they
+// cannot reach staged on it.
+func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, *gate.Disk, *gate.UserNS, error) {
+	d := disk.Memory(filepath.Join(l.dir, "disk"))
+	dirs := []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")}
+	if id.UID > 0 {
+		d = disk.Memory(b.host.subIDs.diskDir())
+		d.OwnIDs = true
+		dirs = dirs[1:]
+	}
+	for _, dir := range dirs {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return d, nil, nil, fmt.Errorf("create sandbox directory: %w", err)
+		}
+	}
+	l.memory, l.disk, l.ownIDs = true, d.Dir, d.OwnIDs
+	if d.OwnIDs {
+		// Its passwd, group and hosts files are read by the sandbox's
+		// ids, through their staging.
+		if err := os.Chmod(l.etc(), 0o755); err != nil {
+			return d, nil, nil, err
+		}
+		id.Stage = b.host.stageForOwnIDs(l, d)
+	}
+	sp := disk.Spec{Bytes: b.opts.DiskBytes, Inodes: b.opts.DiskInodes, Seed: seed, Layout: memoryDiskLayout()}
+	g, ns, err := disk.MemoryPlan(d, sp, id)
+	if err != nil {
+		return d, nil, nil, err
+	}
+	return d, &g, ns, nil
+}
+
+// memoryDiskProblem says why memory disks cannot be had here, or "",
+// trying one with the gate gateExe (the runtime server binary; "": none
+// was found).
+func memoryDiskProblem(ctx context.Context, gateExe string) (detail, fix string) {
+	err := disk.TryMemory(ctx, gateExe, gateEnv(), MinDiskBytes, MinDiskInodes, disk.Identity{})
+	if errors.Is(err, disk.ErrNoGate) {
+		return err.Error(), serverBinaryFix
+	}
+	if err != nil {
+		return err.Error(), "a kernel that lets users mount tmpfs and overlayfs in their own user namespaces (Linux 5.11 or later, unprivileged user namespaces enabled), or run as root, or relax it (Options.Relax.DiskQuota)"
+	}
+	return "", ""
 }

@@ -29,7 +29,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	s.cl.Close()
 	s.proc.close()
-	s.b.stopModules(s.meta.ID)
+	s.b.modules.stop(s.meta.ID)
 	if s.lifeline != nil {
 		s.lifeline.Close() // the server (PID 1) exits, and the sandbox with it
 	}
@@ -59,7 +59,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		_ = syscall.Kill(s.meta.PID, syscall.SIGKILL)
 	}
 	s.closeLog() // it holds the disk's file system
-	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.uidLeases()}).release(s.l.dir); err != nil {
+	if err := (storage{uid: s.meta.HostUID, disk: s.meta.Disk, leases: s.b.host.uidLeases()}).release(s.l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.b.trash(s.l.dir); err != nil {

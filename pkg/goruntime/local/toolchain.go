@@ -61,14 +61,15 @@ type ToolchainStore struct {
 // (opts.GoRoot, opts.ModCache, else the go command's).
 func NewToolchainStore(opts Options) (*ToolchainStore, error) {
 	b := &Backend{opts: opts.withDefaults()}
-	if err := b.findGo(); err != nil {
+	b.host.opts = &b.opts
+	if err := b.host.findGo(); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	return b.toolchainStore(), nil
 }
 
 func (b *Backend) toolchainStore() *ToolchainStore {
-	return &ToolchainStore{goroot: b.goroot, modCache: b.modCache, hostProxy: b.hostProxy, hostSumDB: b.hostSumDB}
+	return &ToolchainStore{goroot: b.host.goroot, modCache: b.host.modCache, hostProxy: b.host.hostProxy, hostSumDB: b.host.hostSumDB}
 }
 
 // Toolchains returns the Go version at GoRoot ("go1.26.8") and the

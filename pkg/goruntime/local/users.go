@@ -68,10 +68,10 @@ func (b *Backend) leave() error {
 		return nil
 	}
 	defer f.Close()
-	if !b.diskQuota || !lastUser(f) {
+	if !b.host.diskQuota || !lastUser(f) {
 		return nil
 	}
-	return b.removeSpareDisks()
+	return b.disks.removeSpares()
 }
 
 // lockHolders returns the processes holding a flock on f's file, from

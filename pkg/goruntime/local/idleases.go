@@ -1,5 +1,61 @@
 package local
 
+// The host ids each sandbox runs as, leased from internal/hostuid: as
+// root, a host uid of its own from Options.HostUIDBase..+HostUIDCount;
+// as a user, subordinate ids of its own (below). internal/hostuid holds
+// the leases and reads /etc/subuid; this file is what the backend asks
+// of it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
+)
+
+// Host identities: when the backend runs as root, each live sandbox runs
+// as a host uid of its own from Options.HostUIDBase..+HostUIDCount
+// (internal/hostuid), leased machine-wide in hostUIDDir.
+
+// hostUIDDir holds the uid leases.
+const hostUIDDir = runRoot + "/uids"
+
+// allocUID leases a free uid from the configured range to the sandbox in
+// dir (hostuid.Alloc).
+func (h *host) allocUID(dir string) (int, error) {
+	uid, err := hostuid.Alloc(hostUIDDir, dir, h.opts.HostUIDBase, h.opts.HostUIDCount, sandboxAlive)
+	if err != nil {
+		return 0, fmt.Errorf("%w: close some, or raise Options.HostUIDCount (and keep the range, from Options.HostUIDBase, clear of real users)", err)
+	}
+	return uid, nil
+}
+
+// sandboxAlive reports whether the sandbox in dir, which leased its uid
+// at leased, still holds it: its bubblewrap process runs, or it has no
+// state file yet and leased it within 10 minutes (an opener that died
+// while opening never writes one).
+func sandboxAlive(dir string, leased time.Time) bool {
+	data, err := os.ReadFile(layout{dir: dir}.meta())
+	if err != nil {
+		return time.Since(leased) <= 10*time.Minute
+	}
+	var m meta
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	return procfs.Alive(m.PID, m.StartTime)
+}
+
 // Host ids of their own for the sandboxes of a backend that is not root:
 // where /etc/subuid and /etc/subgid grant the user subordinate ids (and
 // Debian's uidmap provides newuidmap and newgidmap), each sandbox gets
@@ -16,21 +72,6 @@ package local
 // its own mount namespace) and what it binds from places closed to
 // others (the sandbox's etc files under the state directory, a server
 // binary in a private directory) is bound onto the disk first.
-
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"syscall"
-	"time"
-
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/gate"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/hostuid"
-)
 
 // Where the subordinate ids come from.
 const (
@@ -151,12 +192,12 @@ func (s subIDs) alloc(dir string) (uid, gid int, err error) {
 
 // uidLeases is the directory of the backend's uid leases: root's, the
 // user's subordinate ones, or "" (none).
-func (b *Backend) uidLeases() string {
+func (h *host) uidLeases() string {
 	switch {
-	case b.hostUID:
+	case h.hostUID:
 		return hostUIDDir
-	case b.subIDs != nil:
-		return b.subIDs.leases()
+	case h.subIDs != nil:
+		return h.subIDs.leases()
 	}
 	return ""
 }
@@ -166,10 +207,10 @@ func (b *Backend) uidLeases() string {
 // l.staged to match: the sandbox's etc directory always (it is under the
 // state directory), Go, the module cache and the server where a directory
 // on the way is closed to others.
-func (b *Backend) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
+func (h *host) stageForOwnIDs(l *layout, d disk.Disk) []disk.Staged {
 	stage := []disk.Staged{{Src: l.etc(), Name: "etc"}}
 	for _, c := range []struct{ src, name string }{
-		{b.goroot, "goroot"}, {b.modCache, "modcache"}, {b.server, "server"}, {b.processAPI, "processapi"},
+		{h.goroot, "goroot"}, {h.modCache, "modcache"}, {h.server, "server"}, {h.processAPI, "processapi"},
 	} {
 		if c.src != "" && !hostuid.Reachable(c.src) {
 			stage = append(stage, disk.Staged{Src: c.src, Name: c.name})

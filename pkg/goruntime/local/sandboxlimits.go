@@ -1,5 +1,11 @@
 package local
 
+// A sandbox's own limits, as the host sets them: its cgroup's (memory,
+// tasks, CPU), its rlimits, and the notes that say which one a command
+// hit. The host's limits, which many sandboxes run into together, are
+// hostlimits.go's; the limits set inside a sandbox's namespaces,
+// internal/nslimits'.
+
 import (
 	"context"
 	"fmt"
@@ -17,7 +23,7 @@ import (
 
 // cgroupLimits returns the cgroup limits of a sandbox under o; pooled
 // starts it at the warm pool's CPU weight. A sandbox on a memory disk
-// (memdisk.go) has its memory limit raised by the disk's size: the
+// (storage.go) has its memory limit raised by the disk's size: the
 // disk's files are charged to it, and a full disk must leave its
 // processes the MemoryBytes they were promised. Its socket buffers stay
 // bounded by MemoryBytes alone (cgroups.Limits.FilesBytes).
@@ -103,21 +109,21 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 	res.DiskCounted = w.disk != nil
 	if u, full := w.disk.Finish(); full && (res.Limit == "" || res.Limit == goruntime.LimitOutput) {
 		res.Limit = goruntime.LimitDisk
-		res.Stderr += s.b.diskNote(u)
+		res.Stderr += s.b.opts.diskNote(u)
 	}
 	if res.Limit == goruntime.LimitMemory || res.Limit == goruntime.LimitProcesses {
 		if err := cg.Kill(s.keep); err != nil {
 			s.b.opts.Logger.WarnContext(ctx, "local sandbox: clean up after limit", "id", s.meta.ID, "err", err)
 		}
-		res.Stderr += s.b.limitNote(res.Limit)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.host.memoryDisk)
 	}
 	if res.Limit == goruntime.LimitFileSize {
-		res.Stderr += s.b.limitNote(res.Limit)
+		res.Stderr += s.b.opts.limitNote(res.Limit, s.b.host.memoryDisk)
 	}
 	if !s.meta.Network && strings.Contains(res.Stderr, "file://"+modCacheRO+"/cache/download") {
 		res.Stderr += fmt.Sprintf("\n[go-runtime-sandbox: this sandbox has no network; modules resolve only from the host's module cache (%s). "+
 			"Run `go mod download <module>@<version>` on the host, let sandboxes download it (local.Options.AllowModules), "+
-			"or open the sandbox with network access (local.Options.Network).]\n", s.b.modCache)
+			"or open the sandbox with network access (local.Options.Network).]\n", s.b.host.modCache)
 	}
 }
 
@@ -125,29 +131,30 @@ func (s *Sandbox) finishExec(ctx context.Context, w *limitWatch, res *goruntime.
 // memory, process or file size limit: which limit, its value and where it
 // is set. Files in /dev/shm count against the memory limit and outlive
 // commands; on a memory disk, so do the disk's files: the limit the
-// note states is the one the cgroup applies (chargedMemory).
-func (b *Backend) limitNote(l goruntime.Limit) string {
+// note states is the one the cgroup applies (chargedMemory); memoryDisk:
+// the sandboxes' disks are in memory.
+func (o Options) limitNote(l goruntime.Limit, memoryDisk bool) string {
 	if l == goruntime.LimitFileSize {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", b.opts.FileSizeBytes>>20)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's file size limit was hit: no single file may grow past %d MiB (Options.FileSizeBytes); the write past it failed (EFBIG, \"file too large\") or SIGXFSZ ended the writer.]\n", o.FileSizeBytes>>20)
 	}
 	if l == goruntime.LimitProcesses {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", b.opts.Processes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's process limit was hit: %d processes and threads at once (Options.Processes); what the command left running was killed.]\n", o.Processes)
 	}
-	if b.memoryDisk {
+	if memoryDisk {
 		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %s for its processes and their /dev/shm files (Options.MemoryBytes) and up to %s more while its disk is empty: "+
 			"the disk is in memory (Options.DiskBytes), so its processes and the files on its disk share %s; what the command left running was killed.]\n",
-			sizeText(b.opts.MemoryBytes), sizeText(b.opts.DiskBytes), sizeText(b.opts.chargedMemory(true)))
+			sizeText(o.MemoryBytes), sizeText(o.DiskBytes), sizeText(o.chargedMemory(true)))
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", b.opts.MemoryBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's memory limit was hit: %d MiB for all its processes and its /dev/shm files (Options.MemoryBytes); what the command left running was killed.]\n", o.MemoryBytes>>20)
 }
 
 // diskNote is the note appended to a command's stderr when it ran the
 // sandbox's disk out of bytes or inodes.
-func (b *Backend) diskNote(u disk.Usage) string {
+func (o Options) diskNote(u disk.Usage) string {
 	if u.FreeInodes == 0 {
-		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes); delete files to go on.]\n", b.opts.DiskInodes)
+		return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's inode quota is used up: %d files and directories (Options.DiskInodes); delete files to go on.]\n", o.DiskInodes)
 	}
-	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", b.opts.DiskBytes>>20)
+	return fmt.Sprintf("\n[go-runtime-sandbox: the sandbox's disk quota is full: %d MiB (Options.DiskBytes) for /app, HOME with its caches and /tmp together; delete files to go on.]\n", o.DiskBytes>>20)
 }
 
 // fileTableShare is how much of the host's open-file table one sandbox may
@@ -223,4 +230,15 @@ func fileTableProblem(memoryBytes, fileMax int64) *Protection {
 		Fix: fmt.Sprintf("raise it as systemd does at every boot: %s (sysctl fs.file-max=%s, kept in /etc/sysctl.d); "+
 			"or lower the memory limit to at most %d MiB (Options.MemoryBytes, with Options.DiskBytes when the disk is in memory); or relax it (Options.Relax.FileTable)",
 			SetupCommand(callerName()), systemdFileMax, fileMax/fileTableSandboxes*mappedFileBytes>>20)}
+}
+
+// groupCPUWeight is the CPU weight every sandbox start gives the group
+// of all sandboxes (cgroups.Limits.GroupWeight): Options.CPUWeight, else
+// the calling process's own weight (cgroups.CallerWeight), read now so
+// that a renice of the caller applies to the sandboxes started after it.
+func (o Options) groupCPUWeight() int {
+	if o.CPUWeight > 0 {
+		return o.CPUWeight
+	}
+	return cgroups.CallerWeight()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,84 +17,9 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
-// Spare build caches: populating a sandbox's GOCACHE from the seed costs a
-// few thousand hard links, the largest part of Open. The backend keeps a
-// small warm pool of caches populated ahead of time under
-// StateDir/spare/<seed key>/; Open claims one with a rename (any process
-// may claim any spare) and refills the pool in the background.
-
-const spareCaches = 2
-
-func (b *Backend) spareDir(seedDir string) string {
-	// Named after the seed the spares are linked from: once the extra
-	// seed is complete (seed.WithExtra), spares linked from the base alone
-	// are no longer claimed.
-	return stateDir(b.opts.StateDir).spare(seed.WithExtra(seedDir))
-}
-
-// claimSpare moves a spare cache to dst and reports whether it found one.
-func (b *Backend) claimSpare(seedDir, dst string) bool {
-	dir := b.spareDir(seedDir)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), dst); err == nil {
-			stamp := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
-			_ = os.WriteFile(filepath.Join(dst, "trim.txt"), []byte(stamp), 0o644)
-			return true
-		}
-	}
-	return false
-}
-
-// refillSpares tops the pool up to spareCaches, one filler at a time per
-// backend.
-func (b *Backend) refillSpares(seedDir string) {
-	if !b.refilling.CompareAndSwap(false, true) {
-		return
-	}
-	started := b.bg.start(func(ctx context.Context) {
-		defer b.refilling.Store(false)
-		dir := b.spareDir(seedDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return
-		}
-		for {
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				return
-			}
-			ready := 0
-			for _, e := range entries {
-				if !strings.HasSuffix(e.Name(), ".tmp") {
-					ready++
-				}
-			}
-			if ready >= spareCaches || ctx.Err() != nil {
-				return
-			}
-			name := sandboxid.New()
-			tmp := filepath.Join(dir, name+".tmp")
-			if err := seed.Populate(seedDir, tmp); err != nil {
-				_ = tree.Remove(tmp)
-				b.opts.Logger.Debug("local backend: fill spare build cache", "err", err)
-				return
-			}
-			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-				_ = tree.Remove(tmp)
-				return
-			}
-		}
-	})
-	if !started {
-		b.refilling.Store(false)
-	}
-}
+// What a backend removes in the background: what dead sandboxes and
+// older versions left in the state directory (prune), and directories
+// moved out of the way (trash).
 
 // trash moves dir out of the way at once and deletes it in the background.
 func (b *Backend) trash(dir string) error {
@@ -143,7 +67,7 @@ func (b *Backend) prune(ctx context.Context) {
 				case !claimable:
 					// Linked from a seed that is gone or superseded: no
 					// Open claims it. Moving it away is the claim, as in
-					// claimSpare, so a claimer never gets a half-removed one.
+					// cacheStore.claim, so a claimer never gets a half-removed one.
 					dst := filepath.Join(stateDir(b.opts.StateDir).trash(), "spare-"+s.Name())
 					if os.MkdirAll(filepath.Dir(dst), 0o700) == nil && os.Rename(p, dst) == nil {
 						_ = tree.Remove(dst)
@@ -162,7 +86,7 @@ func (b *Backend) prune(ctx context.Context) {
 	// After the sandboxes below: a half-made one removed there (its
 	// opener died before it wrote its state file) leaves a lease whose
 	// directory is gone, freed here in the same prune.
-	defer func() { hostuid.PruneLeases(hostUIDDir); b.pruneDisks(live) }()
+	defer func() { hostuid.PruneLeases(hostUIDDir); b.disks.prune(live) }()
 	entries, err := os.ReadDir(b.sandboxes)
 	if err != nil {
 		return
@@ -191,7 +115,7 @@ func (b *Backend) prune(ctx context.Context) {
 			continue
 		}
 		_ = m.Cgroup.Remove()
-		_ = (storage{uid: m.HostUID, disk: m.Disk, leases: b.uidLeases()}).release(l.dir)
+		_ = (storage{uid: m.HostUID, disk: m.Disk, leases: b.host.uidLeases()}).release(l.dir)
 		_ = tree.Remove(l.dir)
 	}
 }
