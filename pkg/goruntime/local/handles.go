@@ -17,6 +17,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/procfs"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/snapshot"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
@@ -82,7 +83,13 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}
-		files = b.snapshots().Files(m)
+		if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
+			ctx = withLower(ctx, m) // snapcow.go
+		} else if m.Method == snapshot.MethodOverlay {
+			return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: snapshot %s is kept as a tree, which this backend does not layer sandboxes on", m.ID)
+		} else {
+			files = b.snapshots().Files(m)
+		}
 	}
 	return b.createHandle(ctx, owner, spec, files)
 }
