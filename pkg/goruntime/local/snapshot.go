@@ -32,7 +32,7 @@ var _ goruntime.SnapshotBackend = (*Backend)(nil)
 const forkParallel = 4
 
 func (b *Backend) snapshots() snapshot.Store {
-	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes, Live: b.sandboxExists}
+	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes, OwnerQuota: b.opts.SnapshotBytesPerOwner, Live: b.sandboxExists}
 }
 
 // sandboxExists reports whether the sandbox id has its directory: it

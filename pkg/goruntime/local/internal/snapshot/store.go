@@ -67,13 +67,16 @@ const (
 )
 
 // Store is the snapshots under Root, holding at most Quota bytes
-// together (0: no snapshot fits). Live reports whether the sandbox of an
-// ID still exists (nil: none does): a tree stays while a sandbox that
-// is layered on it lives.
+// together (0: no snapshot fits), and at most OwnerQuota of them one
+// owner's (0: no share but Quota), so that one owner cannot fill the
+// store for all. Live reports whether the sandbox of an ID still exists
+// (nil: none does): a tree stays while a sandbox that is layered on it
+// lives.
 type Store struct {
-	Root  string
-	Quota int64
-	Live  func(sandboxID string) bool
+	Root       string
+	Quota      int64
+	OwnerQuota int64
+	Live       func(sandboxID string) bool
 }
 
 // NewID returns a new snapshot ID.
@@ -236,6 +239,13 @@ func (s Store) Commit(t *Temp, m Meta) (Meta, error) {
 		return Meta{}, fmt.Errorf("%w: the snapshots of this state directory hold %d bytes, this one needs %d more, and the quota is %d bytes: delete snapshots or wait for them to expire",
 			ErrQuota, used, m.Bytes, s.Quota)
 	}
+	if s.OwnerQuota > 0 {
+		mine := s.ownerUsed(m.Owner)
+		if mine+m.Bytes > s.OwnerQuota {
+			return Meta{}, fmt.Errorf("%w: this owner's snapshots (and forks' snapshots) hold %d bytes, this one needs %d more, and an owner's share of the quota is %d bytes: delete snapshots, close forks or wait for them to expire",
+				ErrQuota, mine, m.Bytes, s.OwnerQuota)
+		}
+	}
 	if err := writeJSON(filepath.Join(t.Dir, "meta.json"), m); err != nil {
 		return Meta{}, fmt.Errorf("write snapshot record: %w", err)
 	}
@@ -359,6 +369,19 @@ func (s Store) prune(now time.Time) (int64, error) {
 		}
 	}
 	return used, nil
+}
+
+// ownerUsed is what owner's snapshots hold, those kept for sandboxes
+// layered on them included. The caller holds the lock and has pruned.
+func (s Store) ownerUsed(owner string) int64 {
+	entries, _ := os.ReadDir(s.ownerDir(owner))
+	var used int64
+	for _, e := range entries {
+		if m, err := readMeta(filepath.Join(s.ownerDir(owner), e.Name(), "meta.json")); err == nil && m.Owner == owner {
+			used += m.Bytes
+		}
+	}
+	return used
 }
 
 func (s Store) lock() (func(), error) {

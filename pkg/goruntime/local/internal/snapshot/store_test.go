@@ -135,3 +135,25 @@ func TestTarsBeingWrittenShareTheQuota(t *testing.T) {
 		t.Fatalf("20 MiB once the first tar is gone: %v", err)
 	}
 }
+
+// One owner's snapshots hold at most its share; another owner still has
+// room, and the owner gets its room back as its snapshots go.
+func TestOwnerShare(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 100, OwnerQuota: 40}
+	a, err := commit(t, s, "alice", strings.Repeat("a", 30), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit(t, s, "alice", strings.Repeat("a", 20), time.Hour); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "share") {
+		t.Fatalf("alice past her share: %v, want ErrQuota naming the share", err)
+	}
+	if _, err := commit(t, s, "bob", strings.Repeat("b", 40), time.Hour); err != nil {
+		t.Fatalf("bob within his share while alice holds hers: %v", err)
+	}
+	if err := s.Delete("alice", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit(t, s, "alice", strings.Repeat("a", 40), time.Hour); err != nil {
+		t.Fatalf("alice after deleting hers: %v", err)
+	}
+}
