@@ -32,10 +32,12 @@ import (
 // (NewHandleID's shape).
 //
 // The operations name sandboxes by value, so a backend can move the files
-// any way its sandboxes allow: the local backend copies them with tar run
-// as the sandboxes' own processes run; a backend whose sandboxes are pods can
-// stream them out of the pod and back in as one tar through the runtime
-// server, keeping the same contract.
+// any way its sandboxes allow: the local backend takes them with tar run
+// as the sandboxes' own processes run and, as root, layers the sandboxes
+// made from a snapshot on it copy-on-write (elsewhere it copies them in);
+// a backend whose sandboxes are pods can stream them out of the pod and
+// back in as one tar through the runtime server, keeping the same
+// contract.
 type SnapshotBackend interface {
 	Backend
 	// Snapshot saves sb's files as a new snapshot of owner. sb stays as it
@@ -117,7 +119,8 @@ type Snapshot struct {
 	Created, Expires time.Time
 	// Bytes is what it takes of the snapshot quota.
 	Bytes int64
-	// Method says how the backend stored it (the local backend: "copy").
+	// Method says how the backend stored it (the local backend:
+	// "overlay", a tree sandboxes are layered on, or "copy", a tar).
 	Method string
 }
 
