@@ -203,6 +203,10 @@ func (r *runner) forkDiskFigure(ctx context.Context, b *local.Backend, orig *gor
 	if err != nil {
 		return err
 	}
+	// Listing prunes: the trees of earlier forks, all closed, go first.
+	if _, err := b.ListSnapshots(ctx, snapshotOwner); err != nil {
+		return err
+	}
 	store := filepath.Join(b.StateDir(), "snapshots")
 	before, err := treeBytes(store)
 	if err != nil {
@@ -228,7 +232,7 @@ func (r *runner) forkDiskFigure(ctx context.Context, b *local.Backend, orig *gor
 	shared := max(after-before, 0)
 	r.add(Row{Section: "snapshots", Figure: "disk of 10 forks (no writes of their own; what they share counted once)",
 		Ours:     fmt.Sprintf("%.1f MiB (%.1f shared)", float64(sum+shared)/(1<<20), float64(shared)/(1<<20)),
-		Baseline: fmt.Sprintf("one sandbox: %.1f MiB", float64(one)/(1<<20)), Ratio: float64(sum+shared) / float64(one), Target: "< 1.5"})
+		Baseline: fmt.Sprintf("one sandbox: %.1f MiB", float64(one)/(1<<20)), Ratio: float64(sum+shared) / float64(one), Target: "<= 1.5"})
 	return nil
 }
 
