@@ -94,20 +94,24 @@ func (b *Backend) layerDisk(d *disk.Disk, m snapshot.Meta, l *layout, uid int, s
 // takeTree takes s's files (while nothing runs in it) into the tree t,
 // extracting them on the host as they come.
 func (b *Backend) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
-	pr, pw := io.Pipe()
 	x := exec.CommandContext(ctx, "tar", "-xf", "-", "-C", t.Tree(), "--no-same-owner", "--preserve-permissions",
 		"--delay-directory-restore", "--no-xattrs", "--no-acls", "--no-selinux")
 	x.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	var stderr bytes.Buffer
-	x.Stdin, x.Stderr = pr, &stderr
+	x.Stderr = &stderr
+	// A pipe of the kernel's: should tar end early, the take's writes
+	// fail (EPIPE) rather than wait for a reader.
+	in, err := x.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("local backend: extract a snapshot: %w", err)
+	}
 	if err := x.Start(); err != nil {
 		return fmt.Errorf("local backend: extract a snapshot: %w", err)
 	}
-	t.Sink = pw
-	err := b.takeQuiet(ctx, s, t)
-	pw.CloseWithError(err)
+	t.Sink = in
+	err = b.takeQuiet(ctx, s, t)
+	in.Close()
 	xerr := x.Wait()
-	pr.Close()
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,9 @@ func (s Store) Tree(m Meta) string { return filepath.Join(s.dir(m.Owner, m.ID), 
 
 // seal makes the tree at dir what layering needs and the host may keep:
 // every file root's (uid and gid 0), no set-user-ID or set-group-ID bit,
-// and returns the disk it holds (allocated blocks).
+// no device node (a sandbox cannot make one but an overlay's whiteout,
+// which means nothing in a tree; one in a tar that a taken-over sandbox
+// forged is not kept), and returns the disk it holds (allocated blocks).
 func seal(dir string) (int64, error) {
 	var size int64
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
@@ -70,6 +72,9 @@ func seal(dir string) (int64, error) {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(p, &st); err != nil {
 			return err
+		}
+		if f := st.Mode & syscall.S_IFMT; f == syscall.S_IFCHR || f == syscall.S_IFBLK {
+			return os.Remove(p)
 		}
 		size += st.Blocks * 512
 		if st.Uid != 0 || st.Gid != 0 {
