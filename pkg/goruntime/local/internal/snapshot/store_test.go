@@ -157,3 +157,70 @@ func TestOwnerShare(t *testing.T) {
 		t.Fatalf("alice after deleting hers: %v", err)
 	}
 }
+
+func commitTree(t *testing.T, s Store, owner string, hidden bool) (Meta, string) {
+	t.Helper()
+	tmp, err := s.NewTreeTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp.Tree(), "f"), []byte("files"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hold := ""
+	if hidden {
+		if hold, err = tmp.Hold(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	m, err := s.Commit(tmp, Meta{Owner: owner, Created: now, Expires: now.Add(time.Hour), Method: MethodOverlay, Hidden: hidden})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, hold
+}
+
+// A tree stays while a sandbox layered on it lives, whatever happens to
+// its snapshot, and goes with the last of them; a fork's hidden one is
+// never listed, and goes once released with no sandbox on it.
+func TestTreeKeptWhileUsed(t *testing.T) {
+	live := map[string]bool{}
+	s := Store{Root: t.TempDir(), Quota: 1 << 20, Live: func(id string) bool { return live[id] }}
+	m, _ := commitTree(t, s, "alice", false)
+	exists := func(m Meta) bool {
+		_, err := os.Stat(filepath.Join(s.Tree(m), "f"))
+		return err == nil
+	}
+	live["sb1"] = true
+	if err := s.Use(m, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("alice", m.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open("alice", m.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("open after delete: %v, want ErrNotFound", err)
+	}
+	if used, err := s.Prune(); err != nil || !exists(m) || used == 0 {
+		t.Fatalf("deleted while a sandbox is layered on it: tree kept %v, counted %d, %v; want kept and counted", exists(m), used, err)
+	}
+	live["sb1"] = false
+	if _, err := s.Prune(); err != nil || exists(m) {
+		t.Fatalf("after its last sandbox: tree kept %v, %v; want it gone", exists(m), err)
+	}
+
+	h, hold := commitTree(t, s, "alice", true)
+	if l, _ := s.List("alice"); len(l) != 0 {
+		t.Fatalf("a fork's snapshot is listed: %+v", l)
+	}
+	if _, err := s.Prune(); err != nil || !exists(h) {
+		t.Fatalf("a held fork's snapshot: kept %v, %v; want kept", exists(h), err)
+	}
+	if err := s.Release(h, hold); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(); err != nil || exists(h) {
+		t.Fatalf("a released fork's snapshot with no sandbox on it: kept %v, %v; want it gone", exists(h), err)
+	}
+}
