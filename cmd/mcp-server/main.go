@@ -88,19 +88,9 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	cfg.Logger = log
 	cfg.Version = version()
 	if *httpAddr != "" {
-		tok, err := mcphttp.ReadToken(*tokenFile, os.LookupEnv)
-		if err != nil {
-			fmt.Fprintf(stderr, "mcp-server: --auth-token-file: %v\n", err)
+		if err := cfg.HTTP.ReadAuth(*tokenFile, *tokensFile, os.LookupEnv); err != nil {
+			fmt.Fprintf(stderr, "mcp-server: %v\n", err)
 			return cliflags.ExitUsage
-		}
-		cfg.HTTP.Token = tok
-		if *tokensFile != "" {
-			ps, err := mcphttp.ReadTokensFile(*tokensFile)
-			if err != nil {
-				fmt.Fprintf(stderr, "mcp-server: --auth-tokens-file: %v\n", err)
-				return cliflags.ExitUsage
-			}
-			cfg.HTTP.Principals = ps
 		}
 	}
 	if err := checkFlags(cfg, *httpAddr); err != nil {
@@ -149,8 +139,8 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		fmt.Fprintf(stderr, "mcp-server: --http=%s: %v\n", *httpAddr, err)
 		return 1
 	}
-	if cfg.HTTP.Token == "" && len(cfg.HTTP.Principals) == 0 && !isLoopback(ln.Addr()) {
-		log.Warn("serving beyond loopback without a bearer token: anyone who reaches this address can run code in a sandbox, and every caller shares one principal's sandboxes (set --auth-token-file or --auth-tokens-file)", "addr", ln.Addr().String())
+	if cfg.HTTP.Unguarded(ln.Addr()) {
+		log.Warn(mcphttp.UnguardedWarning, "addr", ln.Addr().String())
 	}
 	if err := srv.ServeHTTP(ctx, ln); err != nil {
 		log.Error("http server", "err", err)
@@ -199,10 +189,4 @@ func serveMetrics(ln net.Listener, h http.Handler, ready func() bool, log *slog.
 		}
 	}()
 	return func() { _ = hs.Close() }
-}
-
-// isLoopback reports whether a listener's address is a loopback IP.
-func isLoopback(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }

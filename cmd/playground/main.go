@@ -36,10 +36,6 @@ func main() {
 	os.Exit(code)
 }
 
-// noEnv: the playground reads its token from a file only (the MCP
-// server's environment variable is not its).
-func noEnv(string) (string, bool) { return "", false }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("playground", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -87,19 +83,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.MaxShareStoreBytes = *maxStoreMiB << 20
 	cfg.MaxRequestBytes = *maxReqKiB << 10
 	cfg.Logger = log
-	tok, err := mcphttp.ReadToken(*tokenFile, noEnv)
-	if err != nil {
-		fmt.Fprintf(stderr, "playground: --auth-token-file: %v\n", err)
+	// nil: the playground reads its token from a file only (the MCP
+	// server's environment variable is not its).
+	if err := cfg.HTTP.ReadAuth(*tokenFile, *tokensFile, nil); err != nil {
+		fmt.Fprintf(stderr, "playground: %v\n", err)
 		return cliflags.ExitUsage
-	}
-	cfg.HTTP.Token = tok
-	if *tokensFile != "" {
-		ps, err := mcphttp.ReadTokensFile(*tokensFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "playground: --auth-tokens-file: %v\n", err)
-			return cliflags.ExitUsage
-		}
-		cfg.HTTP.Principals = ps
 	}
 	// Every value check but the backend's, before a backend is built.
 	if err := cfg.Validate(); err != nil {
@@ -124,8 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "playground: --addr=%s: %v\n", *addr, err)
 		return 1
 	}
-	if tok == "" && len(cfg.HTTP.Principals) == 0 && !isLoopback(ln.Addr()) {
-		log.Warn("serving beyond loopback without a token: anyone who reaches this address can run code in a sandbox (set --auth-token-file or --auth-tokens-file)", "addr", ln.Addr().String())
+	if cfg.HTTP.Unguarded(ln.Addr()) {
+		log.Warn(mcphttp.UnguardedWarning, "addr", ln.Addr().String())
 	}
 	hs := mcphttp.NewServer(srv.Handler(), cfg.HTTP)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -162,10 +150,4 @@ func defaultShareDir() string {
 		dir = os.TempDir()
 	}
 	return filepath.Join(dir, "go-runtime-sandbox", "playground-shares")
-}
-
-// isLoopback reports whether a listener's address is a loopback IP.
-func isLoopback(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }

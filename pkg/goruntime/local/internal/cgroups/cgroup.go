@@ -275,7 +275,8 @@ const cpuPeriod = 100000
 const killGrace = 5 * time.Second
 
 // Kill SIGKILLs every process in the cgroup except those in keep, until
-// none is left (or only keep) or killGrace passes.
+// none is left (or only keep) and none is still counted (uncounted), or
+// killGrace passes.
 func (cg *Cgroup) Kill(keep map[int]bool) error {
 	deadline := time.Now().Add(killGrace)
 	for {
@@ -295,14 +296,51 @@ func (cg *Cgroup) Kill(keep map[int]bool) error {
 				_ = syscall.Kill(p, syscall.SIGKILL)
 			}
 		}
+		counted := 0
 		if left == 0 {
-			return nil
+			if counted = cg.uncounted(pids); counted == 0 {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
+			if left == 0 {
+				return fmt.Errorf("%d tasks of killed processes are still counted in cgroup %s (not reaped yet)", counted, cg.Pids)
+			}
 			return fmt.Errorf("%d processes still in cgroup %s", left, cg.Pids)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// uncounted is how many tasks pids.current counts beyond the threads of
+// pids, the processes left in the cgroup: killed processes not reaped
+// yet. A process that has exited leaves cgroup.procs at once (in v1)
+// but stays in pids.current until its parent (in a sandbox, its PID 1)
+// reaps it, so a command started right after a kill could otherwise find
+// the group still full: the zombies of a fork bomb stand in for its
+// processes. 0 when pids.current cannot be read.
+func (cg *Cgroup) uncounted(pids []int) int {
+	// The threads first: one started between the two reads makes this
+	// wait a round longer rather than miss a zombie.
+	threads := 0
+	for _, p := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			// Gone since the list was read, or not ours to see: do not
+			// wait for what cannot be told apart.
+			return 0
+		}
+		threads += len(tasks)
+	}
+	data, err := os.ReadFile(filepath.Join(cg.Pids, "pids.current"))
+	if err != nil {
+		return 0
+	}
+	current, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return max(current-threads, 0)
 }
 
 // Remove kills what is left in the cgroup and deletes its directories.

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(scopeHelperEnv); mode != "" {
 		os.Exit(scopeHelper(mode))
 	}
+	if os.Getenv(zombieParentEnv) != "" {
+		os.Exit(zombieParent())
+	}
 	os.Exit(m.Run())
 }
 
