@@ -103,6 +103,13 @@ func TestSnapshotLayers(t *testing.T) {
 	if got := must(forks[1].Sandbox, stateCmd); got != changed {
 		t.Fatalf("a fork after its sibling deleted a file: %q, want %q", got, changed)
 	}
+	// A fork rolled back to the snapshot it is layered on.
+	if err := b.Restore(ctx, snapOwner, forks[0].Sandbox, snap.ID); err != nil {
+		t.Fatalf("restore a layered sandbox: %v", err)
+	}
+	if got := must(forks[0].Sandbox, stateCmd); got != want {
+		t.Fatalf("a layered sandbox restored: %q, want %q", got, want)
+	}
 	// Deleted while layered: gone for its owner, kept for its sandboxes.
 	if err := b.DeleteSnapshot(ctx, snapOwner, snap.ID); err != nil {
 		t.Fatal(err)
