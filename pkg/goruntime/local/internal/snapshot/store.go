@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -157,12 +158,18 @@ func (t *Temp) Write(p []byte) (int, error) {
 		w = t.Sink
 	}
 	n, err := w.Write(p)
+	if t.File == nil && (t.n+int64(n))>>20 != t.n>>20 {
+		// A tree: what it holds so far, to the MiB, for the others'
+		// look (writing).
+		_ = os.WriteFile(filepath.Join(t.Dir, "streamed"), []byte(strconv.FormatInt(t.n+int64(n), 10)), 0o600)
+	}
 	t.n += int64(n)
 	return n, err
 }
 
 // writing is the disk the tars being written hold together (allocated
-// blocks: a sparse file counts what it holds).
+// blocks: a sparse file counts what it holds), and the trees being
+// extracted (the bytes streamed into each, as it last recorded them).
 func (s Store) writing() int64 {
 	tars, _ := filepath.Glob(filepath.Join(s.tmp(), "*", "files.tar"))
 	var sum int64
@@ -170,6 +177,13 @@ func (s Store) writing() int64 {
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil {
 			sum += st.Blocks * 512
+		}
+	}
+	trees, _ := filepath.Glob(filepath.Join(s.tmp(), "*", "streamed"))
+	for _, p := range trees {
+		if data, err := os.ReadFile(p); err == nil {
+			n, _ := strconv.ParseInt(string(data), 10, 64)
+			sum += n
 		}
 	}
 	return sum

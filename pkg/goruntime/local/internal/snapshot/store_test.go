@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,39 @@ func TestTarsBeingWrittenShareTheQuota(t *testing.T) {
 	defer third.Remove()
 	if err := write(third, 20); err != nil {
 		t.Fatalf("20 MiB once the first tar is gone: %v", err)
+	}
+}
+
+// A tree being extracted counts as a tar being written does.
+func TestTreesBeingExtractedShareTheQuota(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 40 << 20}
+	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	first, err := s.NewTreeTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Remove()
+	first.Sink = io.Discard
+	for range 30 {
+		if _, err := first.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Remove()
+	for i := range 20 {
+		if _, err = second.Write(chunk); err != nil {
+			break
+		}
+		if i == 19 {
+			t.Fatal("a tar of 20 MiB while a tree of 30 MiB is extracted under a 40 MiB quota: written, want ErrQuota")
+		}
+	}
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("a tar of 20 MiB while a tree of 30 MiB is extracted: %v, want ErrQuota", err)
 	}
 }
 
