@@ -89,7 +89,7 @@ lint: deps ## gofmt, staticcheck, shellcheck the scripts, render every kustomize
 	shellcheck -x scripts/*.sh test/e2e/*.sh .ci/run
 	@# kubectl from PATH, else the one the e2e harness builds from pinned sources.
 	kubectl=$$(command -v kubectl || echo "$$(bash test/e2e/build-tools.sh)/kubectl"); \
-	for o in manifests/base manifests/router manifests/mcp-server manifests/modproxy manifests/overlays/*/; do \
+	for o in manifests/base manifests/router manifests/mcp-server manifests/modproxy manifests/snapshot-store manifests/snapshot-store/local-pv manifests/overlays/*/; do \
 		echo "kustomize $$o"; "$$kubectl" kustomize "$$o" >/dev/null || exit 1; \
 	done
 

@@ -141,7 +141,7 @@ func runDemo(ctx context.Context, bf *backendflag.Flags, flow, claim string, kee
 	if flow == demo.FlowFork {
 		sb, ok := backend.(goruntime.SnapshotBackend)
 		if !ok {
-			return fmt.Errorf("stage fork: the %s backend has no snapshots (the local backend has)", backend.Name())
+			return fmt.Errorf("stage fork: the %s backend has no snapshots (the local and agent-sandbox backends have)", backend.Name())
 		}
 		return demo.RunFork(ctx, sb, sess, opts)
 	}

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,6 +64,9 @@ type processAPIHost struct {
 	// drains for at most stderrDrain once the companion has exited.
 	stderr io.Writer
 	lns    []listenerFile
+	// companion, when set, holds the running companion's pid (0: none),
+	// which a snapshot does not count as a process a command left.
+	companion *atomic.Int64
 
 	wakeR, wakeW *os.File // a byte on wakeW ends a poll: the server stops
 	cancel       context.CancelFunc
@@ -198,6 +202,10 @@ func (h *processAPIHost) serveOnce(ctx context.Context) (started bool, err error
 	}
 	pid := cmd.Process.Pid
 	defer h.procs.Done(pid)
+	if h.companion != nil {
+		h.companion.Store(int64(pid))
+		defer h.companion.Store(0)
+	}
 	h.log.Info("sandboxd: process API companion started", "pid", pid, "bin", h.bin)
 	events := make(chan struct{})
 	go func() {

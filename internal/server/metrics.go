@@ -32,6 +32,9 @@ type metrics struct {
 	commands, duration, inFlight, bytes *metricfamily.Family
 	// act, when set, counts each command as activity (idle.go).
 	act *activity
+	// chg, when set, counts each command as a change of the files
+	// (snapshot.go).
+	chg *changes
 }
 
 func newMetrics() *metrics {
@@ -62,6 +65,15 @@ func (m *metrics) started(api string) func(outcome string) {
 	var left func()
 	if m.act != nil {
 		left = m.act.enter()
+	}
+	if m.chg != nil {
+		act, changed := left, m.chg.begin()
+		left = func() {
+			if act != nil {
+				act()
+			}
+			changed()
+		}
 	}
 	inFlight := m.inFlight.Set.GetOrCreateGauge(m.inFlight.Sample("api", api), nil)
 	inFlight.Inc()

@@ -52,7 +52,7 @@ func (s *Server) startSandboxd(ctx context.Context, grpcAddr, restAddr string, l
 		return nil, err
 	}
 	h := &processAPIHost{
-		bin: bin, env: s.env, procs: s.procs, mets: s.mets, log: log, stderr: s.cfg.CompanionStderr,
+		bin: bin, env: s.env, procs: s.procs, mets: s.mets, log: log, stderr: s.cfg.CompanionStderr, companion: &s.companion,
 		args: []string{"--root-dir", s.cfg.BaseDir, "--oom-score-adj", strconv.Itoa(commandOOMScoreAdj)},
 	}
 	if s.cfg.LogLevel != "" {

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
@@ -88,6 +90,16 @@ type Server struct {
 	log   *slog.Logger
 	mets  *metrics
 	act   *activity // idle.go
+
+	// Snapshots (snapshot.go): what changes the files, one snapshot or
+	// restore at a time, the companion's pid (not a process a command
+	// left), and the change time before which a cache file is the one the
+	// sandbox started with.
+	chg        *changes
+	snapMu     sync.Mutex
+	companion  atomic.Int64
+	cacheEpoch time.Time
+	snapDrain  time.Duration // how long quiet waits for changes in flight (snapDrain; tests shorten it)
 }
 
 // New checks cfg, creates the base directory and the command environment's
@@ -126,8 +138,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log.Info("command environment default", "var", k, "value", v)
 	}
 	act := newActivity(time.Now())
-	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act}
-	s.mets.act = act
+	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}, snapDrain: snapDrain}
+	s.mets.act, s.mets.chg = act, s.chg
+	s.cacheEpoch = cacheEpoch(envMap(env)["GOCACHE"])
+	if s.cacheEpoch.IsZero() {
+		s.cacheEpoch = time.Now()
+	}
 	if cfg.Reap {
 		s.reap = newReaper(cfg.Log)
 		if err := s.reap.enable(); err != nil {
@@ -191,8 +207,17 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		method, handle = http.MethodPost, s.execute
 	case route == "upload" && !hasRest:
 		method, handle = http.MethodPost, s.upload
+		defer s.chg.begin()()
 	case route == "unpack" && !hasRest:
 		method, handle = http.MethodPost, s.unpack
+		defer s.chg.begin()()
+	case "/"+route == wire.SnapshotPath && !hasRest:
+		method, handle = http.MethodGet, s.snapshotGet
+		if r.Method == http.MethodPost {
+			method, handle = http.MethodPost, s.snapshotPost
+		} else if r.Method == http.MethodHead {
+			method = "GET, POST" // a HEAD would take a whole snapshot
+		}
 	case route == "download" && hasRest:
 		method, handle = http.MethodGet, s.download
 	case route == "list" && hasRest:

@@ -82,4 +82,42 @@ const (
 	CodeNoSpace ErrorCode = "no_space"
 	// CodeInternal (500): the server failed on its side (I/O).
 	CodeInternal ErrorCode = "internal"
+	// CodeBusy (409): the sandbox runs a command (or a process a command
+	// left behind), or another snapshot or restore is under way, and the
+	// operation needs it still (a snapshot, a restore).
+	CodeBusy ErrorCode = "busy"
+)
+
+// Snapshots of a sandbox's files (our extension; docs/sandbox-server.md,
+// "Snapshots"). GET SnapshotPath answers a tar of the sandbox's files,
+// streamed, with the trailers SnapshotStatusTrailer ("ok", or the
+// ErrorCode of what went wrong once the answer had begun) and
+// SnapshotErrorTrailer (the message); only a tar whose status is "ok" is
+// whole and consistent. POST SnapshotPath?mode=SnapshotModeRestore or
+// SnapshotModeAdd writes such a tar back in place. Both answer 409 with
+// CodeBusy while anything runs in the sandbox.
+//
+// A snapshot's entries are named by the area they belong to, so that a
+// tar taken in one sandbox lands in another whatever its directories'
+// paths: SnapshotAreaApp/<path> (the base directory),
+// SnapshotAreaGoPath/<path> (GOPATH's first entry, without the caches
+// below), SnapshotAreaGoModCache/<path> (GOMODCACHE) and
+// SnapshotAreaGoCache/<path> (GOCACHE).
+const (
+	SnapshotPath          = "/snapshot"
+	SnapshotStatusTrailer = "X-Snapshot-Status"
+	SnapshotErrorTrailer  = "X-Snapshot-Error"
+	// SnapshotStatusOK is SnapshotStatusTrailer's value for a whole tar.
+	SnapshotStatusOK = "ok"
+	// SnapshotModeRestore empties the base directory and GOPATH (but
+	// the caches) before writing the tar: a rollback in place.
+	SnapshotModeRestore = "restore"
+	// SnapshotModeAdd writes the tar over what is there: a fresh
+	// sandbox opened from a snapshot.
+	SnapshotModeAdd = "add"
+
+	SnapshotAreaApp        = "app"
+	SnapshotAreaGoPath     = "gopath"
+	SnapshotAreaGoModCache = "gomodcache"
+	SnapshotAreaGoCache    = "gocache"
 )

@@ -34,10 +34,11 @@ import (
 // The operations name sandboxes by value, so a backend can move the files
 // any way its sandboxes allow: the local backend takes them with tar run
 // as the sandboxes' own processes run and, as root, layers the sandboxes
-// made from a snapshot on it copy-on-write (elsewhere it copies them in);
-// a backend whose sandboxes are pods can stream them out of the pod and
-// back in as one tar through the runtime server, keeping the same
-// contract.
+// made from a snapshot on it copy-on-write (elsewhere it copies them
+// in); the agent-sandbox backend, whose sandboxes are pods, streams them
+// out of the pod and back in as one tar through the runtime server (GET
+// and POST /snapshot), into a store its front end's replicas share,
+// keeping the same contract.
 type SnapshotBackend interface {
 	Backend
 	// Snapshot saves sb's files as a new snapshot of owner. sb stays as it
@@ -57,9 +58,10 @@ type SnapshotBackend interface {
 	// its own error, so a partial failure names the forks it hit.
 	Fork(ctx context.Context, owner string, sb Sandbox, spec ForkSpec) ([]ForkResult, error)
 	// Restore rolls sb back to owner's snapshot id in place: /app and
-	// HOME become the snapshot's; the build cache keeps what it has and
-	// gains the snapshot's entries (entries are content-addressed, so an
-	// extra one changes no result). sb keeps its identity and /tmp.
+	// HOME (a pod's GOPATH) become the snapshot's; the build cache (and
+	// a pod's module cache, which lives outside its HOME) keeps what it
+	// has and gains the snapshot's entries (entries are content-addressed,
+	// so an extra one changes no result). sb keeps its identity and /tmp.
 	// Errors wrap ErrSnapshotNotFound or ErrSandboxBusy, or name what
 	// failed (sb then holds part of the snapshot: restore again).
 	Restore(ctx context.Context, owner string, sb Sandbox, id string) error
@@ -120,7 +122,8 @@ type Snapshot struct {
 	// Bytes is what it takes of the snapshot quota.
 	Bytes int64
 	// Method says how the backend stored it (the local backend:
-	// "overlay", a tree sandboxes are layered on, or "copy", a tar).
+	// "overlay", a tree sandboxes are layered on, or "copy", a tar;
+	// agent-sandbox: "stream").
 	Method string
 }
 

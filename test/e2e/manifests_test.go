@@ -125,8 +125,9 @@ func TestOverlaysServerDryRun(t *testing.T) {
 	if len(overlays) == 0 {
 		t.Fatalf("no overlays with a kustomization.yaml under manifests/overlays")
 	}
-	// The router's own kustomization is checked the same way.
-	overlays = append(overlays, filepath.Join(shared.repo, "manifests", "router"))
+	// The router's own kustomization is checked the same way, and the
+	// snapshot store's local volume (cluster-scoped).
+	overlays = append(overlays, filepath.Join(shared.repo, "manifests", "router"), filepath.Join(shared.repo, "manifests", "snapshot-store", "local-pv"))
 	for _, d := range overlays {
 		t.Run(filepath.Base(d), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

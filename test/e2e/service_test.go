@@ -24,12 +24,16 @@ import (
 
 const mcpServerLabel = "app.kubernetes.io/name=mcp-server"
 
-// TestMCPServerService deploys manifests/mcp-server unchanged but for how
-// its pods reach this cluster's API server (below) next to runc's warm
-// pool: two replicas of the mcp-server image, --stateless, under the
-// manifests' Role with RBAC enforced. A client reaching the Service's
-// ready endpoints (as kube-proxy would; there is none here) creates a
-// sandbox, builds a module in it, loses the replica serving a long
+// TestMCPServerService deploys manifests/mcp-server, with snapshots
+// (manifests/overlays/mcp-server-snapshots: the claim of
+// manifests/snapshot-store, bound here to a local volume on the node),
+// unchanged but for how its pods reach this cluster's API server (below)
+// next to runc's warm pool: two replicas of the mcp-server image,
+// --stateless, under the manifests' Role with RBAC enforced. A client
+// reaching the Service's ready endpoints (as kube-proxy would; there is
+// none here) creates a sandbox, builds a module in it, snapshots it
+// through one replica and forks it through the other (snapshot_test.go),
+// loses the replica serving a long
 // run_go_code, and goes on with the other replica: the same files, a warm
 // build cache. A second principal naming the sandbox gets what a missing
 // ID gets, and a handle idle past its TTL loses its claim.
@@ -42,12 +46,14 @@ const mcpServerLabel = "app.kubernetes.io/name=mcp-server"
 func TestMCPServerService(t *testing.T) {
 	rt := runcTarget
 	activate(t, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c, ns := shared.c, rt.ns
 	poolReady(ctx, t, rt, 2)
 
 	tokens := map[string]string{"alice": randHex(t), "bob": randHex(t)}
+	store := createSnapshotPV(ctx, t, ns)
+	t.Cleanup(func() { deleteSnapshotPV(t, store) })
 	if err := applyMCPServer(ctx, t, ns, tokens); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +82,9 @@ func TestMCPServerService(t *testing.T) {
 	if n := compiles(t, first); n < 2 || !strings.Contains(first["stdout"].(string), "hello, replicas") {
 		t.Fatalf("first build: %d compiles (want main and greet, at least 2), stdout %q", n, first["stdout"])
 	}
+
+	// Snapshots in the store both replicas share (snapshot_test.go).
+	snapshotAcrossReplicas(ctx, t, svc, tokens, id, build, &calls)
 
 	// A long call on one replica; that replica's pod is deleted under it.
 	pinned, victim := svc.pinned(ctx, t, tokens["alice"])
@@ -194,7 +203,7 @@ func applyMCPServer(ctx context.Context, t *testing.T, ns string, tokens map[str
 	dir := t.TempDir()
 	// kustomize takes a base outside the kustomization's root only by a
 	// relative path.
-	base, err := filepath.Rel(dir, filepath.Join(shared.repo, "manifests", "mcp-server"))
+	base, err := filepath.Rel(dir, mcpServerManifests())
 	if err != nil {
 		return err
 	}
@@ -231,7 +240,7 @@ patches:
 		return err
 	}
 	if out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=e2e", "-n", ns, "-k", dir); err != nil {
-		return fmt.Errorf("apply manifests/mcp-server: %w\n%s", err, out)
+		return fmt.Errorf("apply %s: %w\n%s", mcpServerManifests(), err, out)
 	}
 	exp := int64(3600)
 	tr, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "mcp-server",
@@ -252,12 +261,18 @@ patches:
 	return nil
 }
 
+// mcpServerManifests is the kustomization TestMCPServerService applies:
+// manifests/mcp-server with the snapshot store.
+func mcpServerManifests() string {
+	return filepath.Join(shared.repo, "manifests", "overlays", "mcp-server-snapshots")
+}
+
 func deleteMCPServer(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := shared.c
-	if out, err := c.Kubectl(ctx, "delete", "-n", ns, "-k", filepath.Join(shared.repo, "manifests", "mcp-server"), "--wait=true"); err != nil {
-		t.Logf("delete manifests/mcp-server: %v\n%s", err, out)
+	if out, err := c.Kubectl(ctx, "delete", "-n", ns, "-k", mcpServerManifests(), "--wait=true"); err != nil {
+		t.Logf("delete %s: %v\n%s", mcpServerManifests(), err, out)
 	}
 	for _, s := range []string{"mcp-server-tokens", "mcp-server-sa"} {
 		_ = c.Client.CoreV1().Secrets(ns).Delete(ctx, s, metav1.DeleteOptions{})

@@ -12,7 +12,7 @@ import (
 // bound to o, so front ends (cmd/demo, cmd/mcp-server) share one spelling:
 // --warm-pool-name, --namespace, --label (repeatable key=value), --api-url,
 // --gateway-name, --gateway-namespace, --kubeconfig, --ready-timeout,
-// --max-exec-timeout. Call it before fs.Parse; fields already set on o are
+// --max-exec-timeout, --snapshot-dir. Call it before fs.Parse; fields already set on o are
 // the flags' defaults.
 func registerAgentSandbox(fs *flag.FlagSet, o *agentsandbox.Options) {
 	if o.WarmPool == "" {
@@ -61,4 +61,5 @@ func registerAgentSandbox(fs *flag.FlagSet, o *agentsandbox.Options) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "agent-sandbox: kubeconfig path (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "agent-sandbox: how long to wait for a claimed sandbox to become ready")
 	fs.DurationVar(&o.MaxExecTimeout, "max-exec-timeout", o.MaxExecTimeout, "agent-sandbox: longest command timeout accepted")
+	fs.StringVar(&o.SnapshotDir, "snapshot-dir", o.SnapshotDir, "agent-sandbox: directory snapshots and forks are kept in, shared by every replica of this front end (a ReadWriteMany volume: manifests/snapshot-store, docs/kubernetes.md \"Snapshots\"); empty: snapshots are refused")
 }

@@ -14,13 +14,13 @@ func TestAgentSandboxFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	registerAgentSandbox(fs, &o)
 	err := fs.Parse([]string{"--warm-pool-name=p", "--namespace=ns", "--label=a=1", "--label=b.io/c=2",
-		"--api-url=http://router:8080", "--ready-timeout=7s", "--max-exec-timeout=3m", "--kubeconfig=/k"})
+		"--api-url=http://router:8080", "--ready-timeout=7s", "--max-exec-timeout=3m", "--kubeconfig=/k", "--snapshot-dir=/snapshots"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.WarmPool != "p" || o.Namespace != "ns" || o.Labels["a"] != "1" || o.Labels["b.io/c"] != "2" ||
 		o.APIURL != "http://router:8080" || o.ReadyTimeout != 7*time.Second || o.MaxExecTimeout != 3*time.Minute ||
-		o.Kubeconfig != "/k" || o.Mode() != "direct" {
+		o.Kubeconfig != "/k" || o.Mode() != "direct" || o.SnapshotDir != "/snapshots" {
 		t.Fatalf("parsed options = %+v", o)
 	}
 	if err := fs.Parse([]string{"--label=novalue"}); err == nil {

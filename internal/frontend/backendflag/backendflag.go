@@ -38,6 +38,7 @@ type Flags struct {
 	relax    string
 	modules  string
 	modMB    int64
+	snapMB   int64
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -61,6 +62,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.modules, "allow-modules", "", "local: module path patterns, comma-separated (as GOPRIVATE: a glob per path element, e.g. github.com/foo/*,golang.org/x/text), that sandboxes without a network may download through a module proxy on this host, which fetches them with the host's go command and network (default: none; modules only from the host module cache)")
 	fs.Int64Var(&f.modMB, "module-download-mb", modproxy.DefaultMaxDownloadBytes>>20, "local: with --allow-modules, the most the module proxy adds to the host module cache while this process runs, MiB; past it, versions not yet in the cache are refused")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
+	fs.Int64Var(&f.snapMB, "snapshot-mb", 0, fmt.Sprintf("the most all snapshots may hold together, MiB (local: in the state directory; agent-sandbox: in --snapshot-dir); past it a snapshot is refused (default %d)", local.DefaultSnapshotBytes>>20))
 	registerAgentSandbox(fs, &f.AgentSandbox)
 	deprecated(fs, "local-warm-pool", localWarmPoolFlag)
 	deprecated(fs, "warm-pool", sandboxWarmPoolFlag)
@@ -106,7 +108,11 @@ func (f *Flags) New(ctx context.Context, logger *slog.Logger) (goruntime.Backend
 		}
 		return b, nil
 	case AgentSandbox:
+		if f.snapMB < 0 {
+			return nil, fmt.Errorf("--snapshot-mb=%d: must not be negative (0: the default)", f.snapMB)
+		}
 		opts := f.AgentSandbox
+		opts.SnapshotBytes = f.snapMB << 20
 		opts.Logger = logger
 		b, err := agentsandbox.New(ctx, opts)
 		if err != nil {
@@ -148,6 +154,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	if f.fileMB <= 0 {
 		return local.Options{}, fmt.Errorf("--file-size-mb=%d: must be positive", f.fileMB)
 	}
+	if f.snapMB < 0 {
+		return local.Options{}, fmt.Errorf("--snapshot-mb=%d: must not be negative (0: the default)", f.snapMB)
+	}
 	if f.Local.Connections < 0 {
 		return local.Options{}, fmt.Errorf("--connections=%d: must not be negative (0: the default)", f.Local.Connections)
 	}
@@ -180,6 +189,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 	opts.MemoryBudgetBytes = f.budgetMB << 20
 	opts.ModuleDownloadBytes = f.modMB << 20
 	opts.FileSizeBytes = f.fileMB << 20
+	opts.SnapshotBytes = f.snapMB << 20
 	opts.Relax = relax
 	return opts, nil
 }

@@ -33,6 +33,7 @@ var (
 		"Relax.DiskQuota":     "--relax=disk",
 		"Relax.FileTable":     "--relax=filetable",
 		"Relax.Connections":   "--relax=connections",
+		"SnapshotBytes":       "--snapshot-mb",
 	}
 	agentSandboxFlagOf = map[string]string{
 		"WarmPool":         "--" + sandboxWarmPoolFlag,
@@ -46,6 +47,8 @@ var (
 		"Kubeconfig":       "--kubeconfig",
 		"ReadyTimeout":     "--ready-timeout",
 		"MaxExecTimeout":   "--max-exec-timeout",
+		"SnapshotDir":      "--snapshot-dir",
+		"SnapshotBytes":    "--snapshot-mb",
 	}
 )
 

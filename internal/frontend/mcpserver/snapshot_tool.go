@@ -34,7 +34,7 @@ const defaultSnapshotTTL = 24 * time.Hour
 func (s *Server) snapshots() (goruntime.SnapshotBackend, error) {
 	sb, ok := s.cfg.Backend.(goruntime.SnapshotBackend)
 	if !ok {
-		return nil, fmt.Errorf("the %s backend keeps no snapshots (snapshot_sandbox, fork_sandbox, restore_sandbox, from_snapshot): the local backend does", s.cfg.Backend.Name())
+		return nil, fmt.Errorf("the %s backend keeps no snapshots (snapshot_sandbox, fork_sandbox, restore_sandbox, from_snapshot): the local and agent-sandbox backends do", s.cfg.Backend.Name())
 	}
 	return sb, nil
 }
@@ -94,7 +94,7 @@ type SnapshotInfo struct {
 	Created    string            `json:"created" jsonschema:"RFC 3339, UTC"`
 	ExpiresAt  string            `json:"expires_at" jsonschema:"RFC 3339, UTC: when it is deleted"`
 	Bytes      int64             `json:"bytes" jsonschema:"what it holds of the server's snapshot quota"`
-	Method     string            `json:"method" jsonschema:"how the backend stored it (copy)"`
+	Method     string            `json:"method" jsonschema:"how the backend stored it (copy: the local backend; stream: agent-sandbox)"`
 }
 
 func snapshotInfo(sn goruntime.Snapshot) SnapshotInfo {

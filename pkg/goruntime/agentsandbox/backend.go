@@ -89,16 +89,18 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	var connectivity sandbox.Connectivity
+	serverPort := 0 // the SDK's default, 8888: the port the router is told
 	if opts.APIURL == "" && opts.GatewayName == "" {
 		switch opts.Connectivity {
 		case ConnectivityInClusterPodIP:
-			connectivity = sandbox.ConnectivityInClusterPodIP
+			connectivity, serverPort = sandbox.ConnectivityInClusterPodIP, opts.RuntimePort
 		case ConnectivityInClusterService:
-			connectivity = sandbox.ConnectivityInClusterService
+			connectivity, serverPort = sandbox.ConnectivityInClusterService, opts.RuntimePort
 		}
 	}
 	client, err := sandbox.NewClient(ctx, sandbox.Options{
 		Connectivity:        connectivity,
+		ServerPort:          serverPort,
 		Namespace:           opts.Namespace,
 		APIURL:              opts.APIURL,
 		GatewayName:         opts.GatewayName,

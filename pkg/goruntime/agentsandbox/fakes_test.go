@@ -53,6 +53,10 @@ type cluster struct {
 	adopt   bool // controller makes new claims ready
 	seq     int
 	claimed []string // claim names, in creation order
+	// pool, when set, gives each adopted claim a pod of its own (pods.go
+	// of the tests: snapshot_test.go); otherwise every sandbox's pod IP is
+	// 127.0.0.1. A claim the pool has no pod left for is never ready.
+	pool *podPool
 }
 
 type clusterSetup struct {
@@ -162,6 +166,15 @@ func watchSelectingFields(tracker ktesting.ObjectTracker) ktesting.WatchReaction
 // not an error (a real controller sees that too).
 func (c *cluster) makeReady(claim *extv1beta1.SandboxClaim) error {
 	ctx := context.Background()
+	ip := "127.0.0.1"
+	c.mu.Lock()
+	pool := c.pool
+	c.mu.Unlock()
+	if pool != nil {
+		if ip = pool.take(); ip == "" {
+			return nil // no pod left: the claim waits, as on an empty warm pool
+		}
+	}
 	name := DefaultWarmPool + "-" + strings.TrimPrefix(claim.Name, "sandbox-claim-")
 	_, err := c.agents.AgentsV1beta1().Sandboxes(testNS).Create(ctx, &sandboxv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
@@ -169,7 +182,7 @@ func (c *cluster) makeReady(claim *extv1beta1.SandboxClaim) error {
 			Annotations: map[string]string{sandbox.PodNameAnnotation: name},
 		},
 		Status: sandboxv1beta1.SandboxStatus{
-			PodIPs: []string{"127.0.0.1"},
+			PodIPs: []string{ip},
 			Conditions: []metav1.Condition{{
 				Type: string(sandboxv1beta1.SandboxConditionReady), Status: metav1.ConditionTrue,
 				Reason: "DependenciesReady", LastTransitionTime: metav1.Now(),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
@@ -61,8 +63,29 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 	if err := spec.Validate(); err != nil {
 		return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle: %w", err)
 	}
+	files := ""
 	if spec.FromSnapshot != "" {
-		return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle from snapshot %s: %w", spec.FromSnapshot, errors.ErrUnsupported)
+		st, m, err := b.openSnapshot(owner, spec.FromSnapshot)
+		if err != nil {
+			return goruntime.Handle{}, nil, err
+		}
+		files = st.Files(m)
+	}
+	return b.createHandle(ctx, owner, spec, files)
+}
+
+// createHandle is CreateHandle, whose sandbox gets the files of the tar
+// at files, when set, in one request (snapshot.go); if that fails, the
+// claim is deleted.
+func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime.HandleSpec, files string) (goruntime.Handle, goruntime.Sandbox, error) {
+	var tarball *os.File
+	if files != "" {
+		f, err := os.Open(files)
+		if err != nil {
+			return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle: read snapshot: %w", err)
+		}
+		defer f.Close()
+		tarball = f
 	}
 	if err := b.preflight(ctx); err != nil {
 		return goruntime.Handle{}, nil, err
@@ -82,9 +105,16 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 	if err != nil {
 		return goruntime.Handle{}, nil, b.explainOpen(err, rec.get())
 	}
+	hs := b.holdHandle(sb, ttl)
+	if tarball != nil {
+		if err := hs.putFile(ctx, tarball, wire.SnapshotModeAdd); err != nil {
+			_ = hs.Close(context.WithoutCancel(ctx))
+			return goruntime.Handle{}, nil, fmt.Errorf("agent-sandbox: create handle from snapshot %s: %w", spec.FromSnapshot, err)
+		}
+	}
 	now := time.Now().UTC()
 	h := goruntime.Handle{ID: id, Owner: owner, Labels: maps.Clone(spec.Labels), TTL: ttl, Created: now, LastUsed: now, Expires: now.Add(ttl)}
-	return h, b.holdHandle(sb, ttl), nil
+	return h, hs, nil
 }
 
 // findHandle returns owner's live claim for handle id, or

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ const (
 	// routerService is the Service the SDK port-forwards to; its name is
 	// fixed by agent-sandbox.
 	routerService = "sandbox-router-svc"
+
+	// DefaultSnapshotBytes is Options.SnapshotBytes's default (the local
+	// backend's too).
+	DefaultSnapshotBytes = 4 << 30
 
 	// portForwardTimeout bounds opening a port-forward to a sandbox pod.
 	portForwardTimeout = 30 * time.Second
@@ -144,6 +149,17 @@ type Options struct {
 	// --proxy-timeout must be at least this plus 15 s.
 	MaxExecTimeout time.Duration
 
+	// SnapshotDir is the directory snapshots are kept in
+	// (goruntime.SnapshotBackend): for a replicated front end, a volume
+	// every replica mounts (manifests/snapshot-store, docs/kubernetes.md
+	// "Snapshots"), so a snapshot taken through one replica opens through
+	// another. Empty: snapshots are refused.
+	SnapshotDir string
+	// SnapshotBytes caps what all the snapshots in SnapshotDir hold
+	// together: past it a snapshot fails with an error wrapping
+	// goruntime.ErrSnapshotQuota. Default DefaultSnapshotBytes.
+	SnapshotBytes int64
+
 	// Logger receives the backend's and the SDK's logs; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -196,6 +212,9 @@ func (o Options) withDefaults() Options {
 	if o.RuntimePort == 0 {
 		o.RuntimePort = DefaultRuntimePort
 	}
+	if o.SnapshotBytes <= 0 {
+		o.SnapshotBytes = DefaultSnapshotBytes
+	}
 	o.Labels = maps.Clone(o.Labels)
 	return o
 }
@@ -238,6 +257,9 @@ func (o Options) validate() error {
 	}
 	if o.ClaimTTL < 0 || (o.ClaimTTL > 0 && o.ClaimTTL < minClaimTTL) {
 		return fmt.Errorf("claim TTL %s: want 0 (never expire) or at least %s", o.ClaimTTL, minClaimTTL)
+	}
+	if o.SnapshotDir != "" && !filepath.IsAbs(o.SnapshotDir) {
+		return fmt.Errorf("snapshot directory %q: want an absolute path", o.SnapshotDir)
 	}
 	if o.MaxExecTimeout < 0 {
 		return fmt.Errorf("max exec timeout %s is negative", o.MaxExecTimeout)

@@ -12,7 +12,7 @@ import "path/filepath"
 //	disks/            per-sandbox disk images and the spare disks' markers (sparedisk.go)
 //	modproxy/         the module proxy's go commands' working directory (modules.go)
 //	handles/<owner>/  durable sandbox handles, one file each (handles.go)
-//	snapshots/        snapshots of sandboxes' files (internal/snapshot)
+//	snapshots/        snapshots of sandboxes' files (pkg/goruntime/internal/snapshotstore)
 //	users.lock        held (flock) by every backend of the directory (users.go)
 type stateDir string
 

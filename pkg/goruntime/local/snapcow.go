@@ -3,7 +3,7 @@ package local
 // Copy-on-write snapshots (method overlay): where sandboxes have disks of
 // their own on the host (root, with the disk quota and host uids of
 // their own), a snapshot is a sealed directory tree in the store
-// (internal/snapshot's tree.go), and a sandbox made from it (a fork,
+// (pkg/goruntime/internal/snapshotstore's tree.go), and a sandbox made from it (a fork,
 // OpenSnapshot, a handle FromSnapshot) starts with its disk layered over
 // the tree (internal/disk's layers.go): /app and HOME show the tree below
 // an empty upper directory of the sandbox's own, and GOCACHE shows the
@@ -34,8 +34,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	snapshot "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/snapshotstore"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/snapshot"
 )
 
 // layersSnapshots reports whether this backend keeps snapshots as trees

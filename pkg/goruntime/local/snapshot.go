@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/snapshot"
+	snapshot "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/snapshotstore"
 )
 
 // Snapshots (goruntime.SnapshotBackend). A snapshot holds the sandbox's
 // files (snapcopy.go says which and how they leave it) and is kept by the
-// store under StateDir/snapshots (internal/snapshot): it outlives the
+// store under StateDir/snapshots (pkg/goruntime/internal/snapshotstore): it outlives the
 // process, ends at its TTL, counts against Options.SnapshotBytes, and is
 // owned as handles are. As root with disks of their own, a snapshot is a
 // sealed tree and the sandboxes made from it are layered on it,

@@ -25,6 +25,7 @@ const permissionDeniedPrefix = "Permission denied"
 //	permission_denied, 403 "Permission…"  -> fs.ErrPermission
 //	too_large, 413                        -> goruntime.ErrTooLarge
 //	no_space, 507                         -> goruntime.ErrDiskFull
+//	busy (409)                            -> goruntime.ErrSandboxBusy
 //
 // The body's error_code decides; without one (upstream's runtime, an older
 // server, a proxy's page) the status does.
@@ -48,6 +49,8 @@ func Decode(status int, body []byte) (msg string, sentinel error) {
 		return msg, goruntime.ErrTooLarge
 	case wire.CodeNoSpace:
 		return msg, goruntime.ErrDiskFull
+	case wire.CodeBusy:
+		return msg, goruntime.ErrSandboxBusy
 	}
 	switch status {
 	case http.StatusNotFound:

@@ -20,6 +20,8 @@ func TestDecode(t *testing.T) {
 		{"escape by code", 403, `{"message":"Access denied","error_code":"path_escape"}`, "Access denied", goruntime.ErrPathEscape},
 		{"permission by code", 403, `{"message":"x","error_code":"permission_denied"}`, "x", fs.ErrPermission},
 		{"too large by code", 413, `{"message":"big","error_code":"too_large"}`, "big", goruntime.ErrTooLarge},
+		{"busy by code", 409, `{"message":"a command runs","error_code":"busy"}`, "a command runs", goruntime.ErrSandboxBusy},
+		{"plain 409", 409, `{"message":"in the way","error_code":"conflict"}`, "in the way", nil},
 		{"upstream 403", 403, `{"message":"Access denied"}`, "Access denied", goruntime.ErrPathEscape},
 		{"older server's permission 403", 403, `{"message":"Permission denied: \"f\""}`, `Permission denied: "f"`, fs.ErrPermission},
 		{"plain 404", 404, `{"detail":"Not Found"}`, `{"detail":"Not Found"}`, goruntime.ErrNotExist},

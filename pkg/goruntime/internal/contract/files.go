@@ -7,7 +7,10 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
@@ -165,4 +168,74 @@ func (c *Client) List(ctx context.Context, p string, count func(io.Reader) io.Re
 		return nil, fmt.Errorf("decode list %s: %w", p, err)
 	}
 	return out, nil
+}
+
+// TakeSnapshot writes the runtime server's snapshot of the sandbox's
+// files (GET wire.SnapshotPath: one tar) to w as it arrives. The tar is
+// whole only when the call returns nil: the server reports what went
+// wrong once it had begun in the answer's trailers, and a stream cut
+// short has none. Errors wrap goruntime.ErrSandboxBusy when something
+// runs (or ran meanwhile) in the sandbox, errors.ErrUnsupported when
+// the server has no such route, and w's own errors as they are.
+func (c *Client) TakeSnapshot(ctx context.Context, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+wire.SnapshotPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body := errorBody(resp)
+		if apierror.NoRoute(resp.StatusCode, body) {
+			return fmt.Errorf("snapshot: the runtime server has no %s: %w", wire.SnapshotPath, errors.ErrUnsupported)
+		}
+		return answerError("snapshot", resp, body)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	switch status := resp.Trailer.Get(wire.SnapshotStatusTrailer); status {
+	case wire.SnapshotStatusOK:
+		return nil
+	case "":
+		return errors.New("snapshot: the runtime server's answer ended without its status (cut short?)")
+	default:
+		msg := clip.String(resp.Trailer.Get(wire.SnapshotErrorTrailer), 1000)
+		if wire.ErrorCode(status) == wire.CodeBusy {
+			return fmt.Errorf("snapshot: %s: %w", msg, goruntime.ErrSandboxBusy)
+		}
+		return fmt.Errorf("snapshot: the runtime server failed (%s): %s", clip.String(status, 40), msg)
+	}
+}
+
+// PutSnapshot writes the tar r (as TakeSnapshot got one) into the
+// sandbox in one request (POST wire.SnapshotPath): mode
+// wire.SnapshotModeRestore empties the sandbox's files first (but its
+// caches), wire.SnapshotModeAdd writes over what is there. Errors are
+// the server's answer's, decoded (goruntime.ErrSandboxBusy,
+// goruntime.ErrDiskFull, ...), and errors.ErrUnsupported when the server
+// has no such route.
+func (c *Client) PutSnapshot(ctx context.Context, r io.Reader, mode string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+wire.SnapshotPath+"?mode="+url.QueryEscape(mode), r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body := errorBody(resp)
+		if apierror.NoRoute(resp.StatusCode, body) {
+			return fmt.Errorf("write a snapshot: the runtime server has no %s: %w", wire.SnapshotPath, errors.ErrUnsupported)
+		}
+		return answerError("write a snapshot", resp, body)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainAnswer))
+	return nil
 }

@@ -3,7 +3,7 @@ package disk
 // Layering a root sandbox's disk over a snapshot: copy-on-write forks.
 //
 // A snapshot the local backend can layer is a sealed directory tree on
-// the host (internal/snapshot), every file root's (uid 0, gid 0) and
+// the host (pkg/goruntime/internal/snapshotstore), every file root's (uid 0, gid 0) and
 // reachable by root only. A disk layered over it shows the tree, read
 // only, below an empty upper directory of its own, for each of its
 // directories the tree holds (/app, HOME) and for GOCACHE (the tree's

@@ -83,8 +83,20 @@ func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error,
 		}
 		files = append(files, owner)
 	}
+	groups, err := readIn(dir, "setgroups")
+	if err != nil {
+		return fail(fmt.Errorf("read the process's setgroups: %w", err))
+	}
 	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
 		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
+	if strings.TrimSpace(string(groups)) == "deny" {
+		// A namespace that denies setgroups (bubblewrap's, made without
+		// subordinate ids) refuses the setgroups nsenter makes before
+		// --setgid. Its processes kept their supplementary groups, so
+		// become them the way they are: the same ids, the groups kept.
+		join = []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt), "--preserve-credentials", "--",
+			"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--keep-groups", "--"}
+	}
 	if owner != nil {
 		join = append([]string{"nsenter", "--user=" + childFD(owner), "--preserve-credentials", "--"}, join...)
 	}

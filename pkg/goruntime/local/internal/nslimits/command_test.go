@@ -3,10 +3,13 @@ package nslimits
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandboxCommandPinsTheProcess: SandboxCommand enters the
@@ -18,10 +21,16 @@ func TestSandboxCommandPinsTheProcess(t *testing.T) {
 	ctx := context.Background()
 	start := func() *exec.Cmd {
 		c := exec.Command("sleep", "100")
+		if os.Geteuid() != 0 {
+			// A user enters only namespaces nested in a user namespace it
+			// made, as a sandbox's are (enter.go).
+			c = exec.Command("unshare", "--user", "--map-root-user", "unshare", "--user", "--map-root-user", "--mount", "sleep", "100")
+		}
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		waitExec(t, c.Process.Pid, "sleep")
 		return c
 	}
 
@@ -48,11 +57,62 @@ func TestSandboxCommandPinsTheProcess(t *testing.T) {
 	}
 	defer done()
 	for i, f := range cmd.ExtraFiles {
-		if !strings.HasPrefix(f.Name(), "/proc/") {
+		// A user's also holds the namespace that owns the process's
+		// (ownerOf), found through the process's own.
+		if !strings.HasPrefix(strings.TrimPrefix(f.Name(), "userns-of-"), "/proc/") {
 			t.Errorf("the child's descriptor %d is %s, want a namespace of the process", 3+i, f.Name())
 		}
 	}
 	if got := strings.Join(cmd.Args, " "); !strings.Contains(got, "--mount=/proc/self/fd/") || strings.Contains(got, "/proc/"+strconv.Itoa(c.Process.Pid)) {
 		t.Errorf("nsenter's arguments %q: want the namespaces as the child's descriptors, never the pid's /proc path", got)
+	}
+}
+
+// TestSandboxCommandSetgroupsDenied: a process in a user namespace that
+// denies setgroups (as bubblewrap makes one without subordinate ids) is
+// entered as its own ids, through setpriv. Real namespaces, as root. A
+// user other than root enters through the namespace it owns, which
+// denies setgroups too, where nsenter --setgid failed ("setgroups
+// failed"): cmd/demo's TestDemoForkFlowLocal as a user is that case.
+func TestSandboxCommandSetgroupsDenied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("makes namespaces mapping another uid: root only")
+	}
+	c := exec.Command("unshare", "--user", "--mount", "--map-user=1000", "--map-group=1000", "sleep", "100")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	pid := c.Process.Pid
+	waitExec(t, pid, "sleep")
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/setgroups", pid)); err != nil || strings.TrimSpace(string(data)) != "deny" {
+		t.Fatalf("setgroups of the namespace: %q, %v; want deny", data, err)
+	}
+	cmd, done, err := SandboxCommand(context.Background(), pid, func(int) error { return nil }, "id", "-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run in a namespace that denies setgroups: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "1000" {
+		t.Errorf("id -u in the namespace: %q, want 1000 (the process's own uid there)", got)
+	}
+}
+
+// waitExec waits until process pid runs the program name: unshare has
+// made its namespaces and become the command.
+func waitExec(t *testing.T, pid int, name string) {
+	t.Helper()
+	for {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/"+name) {
+			return
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Fatalf("process %d ended before it ran %s", pid, name)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

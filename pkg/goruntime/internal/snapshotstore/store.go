@@ -1,5 +1,7 @@
-// Package snapshot keeps the local backend's snapshots of sandboxes'
-// files on the host, under the state directory:
+// Package snapshotstore keeps snapshots of sandboxes' files, as tars,
+// in a directory of the host's: the local backend's under its state
+// directory, the agent-sandbox backend's on a volume every replica of a
+// front end mounts (docs/kubernetes.md, "Snapshots"):
 //
 //	<root>/<owner key>/<id>/meta.json   the record (Meta)
 //	<root>/<owner key>/<id>/files.tar   the files, as one tar (method copy), or
@@ -13,8 +15,13 @@
 // foreign ID is missing by construction. The store moves bytes and keeps
 // the rules (ownership, TTL, the total quota); what goes into the tar and
 // how it gets in and out of a sandbox is the backend's (local's
-// snapshot.go).
-package snapshot
+// snapcopy.go, agentsandbox's snapshot.go).
+//
+// Processes on several machines may share a root: a commit is a rename
+// within it, and the quota is counted under flock(2) on <root>/lock,
+// which a shared file system must honour across its clients (NFSv4 and
+// CephFS do; docs/kubernetes.md says which volumes were tried).
+package snapshotstore
 
 import (
 	"crypto/rand"
@@ -48,7 +55,7 @@ type Meta struct {
 	Created time.Time         `json:"created"`
 	Expires time.Time         `json:"expires"`
 	Bytes   int64             `json:"bytes"`
-	Method  string            `json:"method"` // how the files are kept: MethodCopy or MethodOverlay
+	Method  string            `json:"method"` // how the files are kept: MethodCopy, MethodOverlay (local) or "stream" (agent-sandbox)
 	Source  string            `json:"source"` // the sandbox it was taken from
 	// Hidden: a fork's snapshot, never listed nor opened by ID, which
 	// lives as long as the forks layered on it (tree.go).

@@ -1,4 +1,4 @@
-package snapshot
+package snapshotstore
 
 // Trees: snapshots the backend layers sandboxes on (MethodOverlay). A
 // tree is extracted once, sealed (Commit: every file root's, set-id bits

@@ -1,4 +1,4 @@
-package snapshot
+package snapshotstore
 
 // The quota's counts: what the tars and trees being taken hold now, and
 // what one owner's snapshots hold.
