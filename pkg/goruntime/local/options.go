@@ -138,7 +138,10 @@ type Options struct {
 	WarmPool int
 
 	// StartTimeout bounds how long Open waits for the runtime server to
-	// answer. Default 15 s. At most 2 x CPUs + 2 sandboxes start at once;
+	// answer. Default 1 min: a start takes a fraction of a second on an
+	// idle host, but over 15 s was seen where every CPU ran four busy
+	// processes beside it, and a busy host should make calls slower,
+	// not fail. At most 2 x CPUs + 2 sandboxes start at once;
 	// an Open past them waits its turn first (bounded by its context,
 	// not by StartTimeout).
 	StartTimeout time.Duration
@@ -241,7 +244,7 @@ const (
 	DefaultConnections   = 4096
 	DefaultOutputBytes   = 8 << 20
 	DefaultExecTimeout   = 300 * time.Second
-	DefaultStartTimeout  = 15 * time.Second
+	DefaultStartTimeout  = time.Minute
 	DefaultWarmPool      = 2
 	DefaultDiskBytes     = 4 << 30
 	// DefaultMemoryDiskBytes is DiskBytes's default for a disk in memory

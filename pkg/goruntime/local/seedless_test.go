@@ -18,7 +18,7 @@ import (
 
 // seedlessOpenBound bounds an Open while the seed build cache cannot
 // complete. It is no measure of speed: a start has its own bound
-// (Options.StartTimeout, 15 s) and the rest is margin for a busy machine;
+// (Options.StartTimeout, 1 min) and the rest is margin for a busy machine;
 // an Open that waited for the seed would wait for the test's lock, past
 // any bound.
 const seedlessOpenBound = 10 * time.Minute

@@ -83,12 +83,12 @@ func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error,
 		}
 		files = append(files, owner)
 	}
+	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
+		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
 	groups, err := readIn(dir, "setgroups")
 	if err != nil {
 		return fail(fmt.Errorf("read the process's setgroups: %w", err))
 	}
-	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
-		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
 	own, err := runsAsCaller(dir)
 	if err != nil {
 		return fail(err)
