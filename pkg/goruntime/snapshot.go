@@ -32,11 +32,13 @@ import (
 // (NewHandleID's shape).
 //
 // The operations name sandboxes by value, so a backend can move the files
-// any way its sandboxes allow: the local backend copies them with tar run
-// as the sandboxes' own processes run; the agent-sandbox backend, whose
-// sandboxes are pods, streams them out of the pod and back in as one tar
-// through the runtime server (GET and POST /snapshot), into a store its
-// front end's replicas share, keeping the same contract.
+// any way its sandboxes allow: the local backend takes them with tar run
+// as the sandboxes' own processes run and, as root, layers the sandboxes
+// made from a snapshot on it copy-on-write (elsewhere it copies them
+// in); the agent-sandbox backend, whose sandboxes are pods, streams them
+// out of the pod and back in as one tar through the runtime server (GET
+// and POST /snapshot), into a store its front end's replicas share,
+// keeping the same contract.
 type SnapshotBackend interface {
 	Backend
 	// Snapshot saves sb's files as a new snapshot of owner. sb stays as it
@@ -119,7 +121,8 @@ type Snapshot struct {
 	Created, Expires time.Time
 	// Bytes is what it takes of the snapshot quota.
 	Bytes int64
-	// Method says how the backend stored it (the local backend: "copy";
+	// Method says how the backend stored it (the local backend:
+	// "overlay", a tree sandboxes are layered on, or "copy", a tar;
 	// agent-sandbox: "stream").
 	Method string
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	snapshot "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/snapshotstore"
 )
 
 // Durable handles (goruntime.HandleBackend). A handle is a file in the
@@ -57,7 +58,13 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}
-		files = b.snapshots().Files(m)
+		if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
+			ctx = withLower(ctx, m) // snapcow.go
+		} else if m.Method == snapshot.MethodOverlay {
+			return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: snapshot %s is kept as a tree, which this backend does not layer sandboxes on", m.ID)
+		} else {
+			files = b.snapshots().Files(m)
+		}
 	}
 	return b.createHandle(ctx, owner, spec, files)
 }

@@ -177,6 +177,14 @@ type Options struct {
 	// goruntime.ErrSnapshotQuota. Default DefaultSnapshotBytes (4 GiB).
 	SnapshotBytes int64
 
+	// SnapshotBytesPerOwner caps what one owner's snapshots (and the
+	// snapshots its live forks are layered on) hold of SnapshotBytes, so
+	// that one principal cannot fill the store for all: past it a
+	// snapshot or a fork fails with an error wrapping
+	// goruntime.ErrSnapshotQuota. Default a quarter of SnapshotBytes; at
+	// most SnapshotBytes.
+	SnapshotBytesPerOwner int64
+
 	// DiskInodes caps the files, directories and links a sandbox's
 	// writable storage holds (the ext4 image's inode count, rounded up
 	// to a whole block group; the tmpfs's nr_inodes). Default 200000, at
@@ -388,6 +396,10 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotBytes <= 0 {
 		o.SnapshotBytes = DefaultSnapshotBytes
 	}
+	if o.SnapshotBytesPerOwner <= 0 {
+		o.SnapshotBytesPerOwner = o.SnapshotBytes / 4
+	}
+	o.SnapshotBytesPerOwner = min(o.SnapshotBytesPerOwner, o.SnapshotBytes)
 	if o.HostUIDBase == 0 {
 		o.HostUIDBase = DefaultHostUIDBase
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +75,11 @@ func (s *Sandbox) take(ctx context.Context, w io.Writer) error {
 	if s.meta.Disk == nil {
 		return s.asSandbox(ctx, nil, w, takeScript)
 	}
-	added, ok, err := s.meta.Disk.Through(s.l.view).CacheAdded()
+	d := s.meta.Disk.Through(s.l.view)
+	added, ok, err := d.CacheAdded()
+	if d.Lower != "" { // layered (snapcow.go): the tree's entries too
+		added, ok, err = d.CacheAddedOver(filepath.Join(d.Lower, cacheRel))
+	}
 	if err != nil || !ok {
 		// Not readable from here (a user's sandbox whose disk only its
 		// own ids reach): the sandbox's shell finds them.

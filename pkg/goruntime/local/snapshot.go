@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -13,27 +14,32 @@ import (
 	snapshot "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/snapshotstore"
 )
 
-// Snapshots (goruntime.SnapshotBackend). A snapshot is a tar of the
-// sandbox's files (snapcopy.go says which and how) kept by the store
-// under StateDir/snapshots (pkg/goruntime/internal/snapshotstore): it outlives the process,
-// ends at its TTL, counts against Options.SnapshotBytes, and is owned as
-// handles are. The method is a copy ("copy"): bubblewrap 0.8 has no
-// overlay option and a sandbox's /app is a directory on its disk, not an
-// overlay layer, so nothing can be shared copy-on-write yet; a snapshot
-// costs what the sandbox added (its /app, module cache and build cache
-// over the seed), in time and in disk, and so does each fork
+// Snapshots (goruntime.SnapshotBackend). A snapshot holds the sandbox's
+// files (snapcopy.go says which and how they leave it) and is kept by the
+// store under StateDir/snapshots (pkg/goruntime/internal/snapshotstore): it outlives the
+// process, ends at its TTL, counts against Options.SnapshotBytes, and is
+// owned as handles are. As root with disks of their own, a snapshot is a
+// sealed tree and the sandboxes made from it are layered on it,
+// copy-on-write (method overlay, snapcow.go); elsewhere it is a tar
+// copied into each (method copy). Either way a snapshot costs what the
+// sandbox added (its /app, module cache and build cache over the seed)
+// once; a fork costs that again only with the copy
 // (docs/local-backend.md, "Snapshots and forks").
 
 var _ goruntime.SnapshotBackend = (*Backend)(nil)
-
-// snapshotMethod names how this backend takes snapshots.
-const snapshotMethod = "copy"
 
 // forkParallel bounds the forks one Fork opens at once.
 const forkParallel = 4
 
 func (b *Backend) snapshots() snapshot.Store {
-	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes}
+	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes, OwnerQuota: b.opts.SnapshotBytesPerOwner, Live: b.sandboxExists}
+}
+
+// sandboxExists reports whether the sandbox id has its directory: it
+// has not been closed (nor pruned once dead).
+func (b *Backend) sandboxExists(id string) bool {
+	_, err := os.Lstat(filepath.Join(b.sandboxes, filepath.Base(id)))
+	return err == nil
 }
 
 // own returns sb as a local sandbox (of this backend or another: a
@@ -89,17 +95,17 @@ func (b *Backend) Snapshot(ctx context.Context, owner string, sb goruntime.Sandb
 		return goruntime.Snapshot{}, err
 	}
 	st := b.snapshots()
-	t, err := st.NewTemp()
+	t, err := b.newTemp()
 	if err != nil {
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot: %w", err)
 	}
 	defer t.Remove()
-	if err := b.takeQuiet(ctx, s, t); err != nil {
+	if err := b.takeInto(ctx, s, t); err != nil {
 		return goruntime.Snapshot{}, err
 	}
 	now := time.Now().UTC()
 	m, err := st.Commit(t, snapshot.Meta{Owner: owner, Labels: maps.Clone(spec.Labels), Created: now, Expires: now.Add(spec.TTL),
-		Method: snapshotMethod, Source: s.meta.ID})
+		Method: b.snapshotMethod(), Source: s.meta.ID})
 	if errors.Is(err, snapshot.ErrQuota) {
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot of %s: %w (Options.SnapshotBytes): %w", s.meta.ID, err, goruntime.ErrSnapshotQuota)
 	}
@@ -119,16 +125,6 @@ func (b *Backend) openSnapshot(owner, id string) (snapshot.Meta, error) {
 	return m, nil
 }
 
-// putFile writes the tar at path into s.
-func (b *Backend) putFile(ctx context.Context, s *Sandbox, path string, restore bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("local backend: read snapshot: %w", err)
-	}
-	defer f.Close()
-	return s.put(ctx, f, restore)
-}
-
 // OpenSnapshot opens a new sandbox holding the files of owner's snapshot
 // id.
 func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime.Sandbox, error) {
@@ -136,25 +132,28 @@ func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime
 	if err != nil {
 		return nil, err
 	}
-	return b.openFilled(ctx, b.snapshots().Files(m))
+	return b.openFrom(ctx, m)
 }
 
-// openFilled opens a sandbox (as Open does) and writes the tar at path
-// into it; the file stays readable even if its snapshot is deleted
-// meanwhile, as it is opened first.
-func (b *Backend) openFilled(ctx context.Context, path string) (goruntime.Sandbox, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("local backend: read snapshot: %w", err)
+// openFrom opens a sandbox holding m's files: layered on its tree, or
+// opened as Open does and filled from its files (the tar is opened
+// first, so it stays readable should the snapshot be deleted meanwhile).
+func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
+	if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
+		return b.open(withLower(ctx, m), false, 0)
 	}
-	defer f.Close()
+	r, err := b.snapshotFiles(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	sb, err := b.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s, err := b.own(sb)
 	if err == nil {
-		err = s.put(ctx, f, false)
+		err = s.put(ctx, r, false)
 	}
 	if err != nil {
 		_ = sb.Close(context.WithoutCancel(ctx))
@@ -164,9 +163,11 @@ func (b *Backend) openFilled(ctx context.Context, path string) (goruntime.Sandbo
 }
 
 // Fork opens spec.Count sandboxes holding sb's files as they are now: it
-// takes them once (while nothing runs in sb) into a transient tar that
-// counts against no snapshot quota but must fit it, then opens the forks,
-// forkParallel at a time, each filled from it.
+// takes them once (while nothing runs in sb), then opens the forks,
+// forkParallel at a time, each from that. Layered (snapcow.go), the
+// files are a hidden snapshot of owner's, counted against the quota
+// while a fork lives; copied, a transient tar that counts against no
+// snapshot quota but must fit it.
 func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, spec goruntime.ForkSpec) ([]goruntime.ForkResult, error) {
 	if err := goruntime.CheckOwner(owner); err != nil {
 		return nil, fmt.Errorf("local backend: fork: %w", err)
@@ -178,13 +179,32 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	t, err := b.snapshots().NewTemp()
+	st := b.snapshots()
+	t, err := b.newTemp()
 	if err != nil {
 		return nil, fmt.Errorf("local backend: fork: %w", err)
 	}
 	defer t.Remove()
-	if err := b.takeQuiet(ctx, s, t); err != nil {
+	if err := b.takeInto(ctx, s, t); err != nil {
 		return nil, err
+	}
+	m := snapshot.Meta{Owner: owner, Method: snapshot.MethodCopy}
+	if t.File == nil {
+		hold, err := t.Hold()
+		if err != nil {
+			return nil, fmt.Errorf("local backend: fork of %s: %w", s.meta.ID, err)
+		}
+		now := time.Now().UTC()
+		m, err = st.Commit(t, snapshot.Meta{Owner: owner, Created: now, Expires: now.Add(time.Hour), // it goes with its last fork, whatever its TTL
+			Method: snapshot.MethodOverlay, Source: s.meta.ID, Hidden: true})
+		if errors.Is(err, snapshot.ErrQuota) {
+			return nil, fmt.Errorf("local backend: fork of %s: %w (Options.SnapshotBytes): %w", s.meta.ID, err, goruntime.ErrSnapshotQuota)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("local backend: fork of %s: %w", s.meta.ID, err)
+		}
+		// Once the forks are layered (or failed), they alone keep it.
+		defer st.Release(m, hold)
 	}
 	out := make([]goruntime.ForkResult, spec.Count)
 	sem := make(chan struct{}, forkParallel)
@@ -194,11 +214,7 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := &out[i]
-			if spec.Handle != nil {
-				r.Handle, r.Sandbox, r.Err = b.createHandle(ctx, owner, *spec.Handle, t.Path())
-			} else {
-				r.Sandbox, r.Err = b.openFilled(ctx, t.Path())
-			}
+			r.Handle, r.Sandbox, r.Err = b.forkOne(ctx, owner, spec, m, t)
 			if r.Err != nil {
 				r.Err = fmt.Errorf("local backend: fork %d of %d from %s: %w", i+1, spec.Count, s.meta.ID, r.Err)
 			}
@@ -206,6 +222,42 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// forkOne opens one fork: layered on m's tree, or filled from the tar t.
+func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.ForkSpec, m snapshot.Meta, t *snapshot.Temp) (goruntime.Handle, goruntime.Sandbox, error) {
+	if m.Method == snapshot.MethodOverlay {
+		ctx = withLower(ctx, m)
+		if spec.Handle != nil {
+			return b.createHandle(ctx, owner, *spec.Handle, "")
+		}
+		sb, err := b.open(ctx, false, 0)
+		if err != nil {
+			return goruntime.Handle{}, nil, err
+		}
+		return goruntime.Handle{}, sb, nil
+	}
+	if spec.Handle != nil {
+		return b.createHandle(ctx, owner, *spec.Handle, t.Path())
+	}
+	f, err := os.Open(t.Path())
+	if err != nil {
+		return goruntime.Handle{}, nil, fmt.Errorf("local backend: read snapshot: %w", err)
+	}
+	defer f.Close()
+	sb, err := b.Open(ctx)
+	if err != nil {
+		return goruntime.Handle{}, nil, err
+	}
+	s, err := b.own(sb)
+	if err == nil {
+		err = s.put(ctx, f, false)
+	}
+	if err != nil {
+		_ = sb.Close(context.WithoutCancel(ctx))
+		return goruntime.Handle{}, nil, err
+	}
+	return goruntime.Handle{}, sb, nil
 }
 
 // Restore rolls sb back to owner's snapshot id in place.
@@ -223,7 +275,15 @@ func (b *Backend) Restore(ctx context.Context, owner string, sb goruntime.Sandbo
 	if err != nil {
 		return err
 	}
-	if err := b.putFile(ctx, s, b.snapshots().Files(m), true); err != nil {
+	r, err := b.snapshotFiles(ctx, m)
+	if err != nil {
+		return err
+	}
+	err = s.put(ctx, r, true)
+	if cerr := r.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("local backend: restore %s into %s (it may hold part of the snapshot: restore again): %w", id, s.meta.ID, err)
 	}
 	if err := s.stillQuiet(ctx, before, what); err != nil {

@@ -336,7 +336,7 @@ func checkSnapshotOwnership(ctx context.Context, b *local.Backend, orig goruntim
 // checkSnapshotQuotaTTL: past the quota a snapshot fails with
 // ErrSnapshotQuota; past its TTL it is gone.
 func checkSnapshotQuotaTTL(ctx context.Context, opts local.Options, orig goruntime.Sandbox) error {
-	opts.SnapshotBytes = 4 << 20
+	opts.SnapshotBytes, opts.SnapshotBytesPerOwner = 4<<20, 4<<20
 	b, err := local.New(opts)
 	if err != nil {
 		return err

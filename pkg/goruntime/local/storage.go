@@ -31,8 +31,10 @@ type storage struct {
 // prepareStorage makes a new sandbox's state directory l.dir and its
 // writable storage (on a disk of its own, or plain directories), owned by
 // a host uid of its own when the backend gives sandboxes one, with GOCACHE
-// showing the seed build cache. It is part of every sandbox start, so
-// whatever starts sandboxes gets the same layers. It sets l.disk.
+// showing the seed build cache, or, for a sandbox made from a snapshot
+// (ctx from withLower), layered over it. It is part of every sandbox
+// start, so whatever starts sandboxes gets the same layers. It sets
+// l.disk.
 func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string) (st storage, err error) {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return st, fmt.Errorf("create sandbox directory: %w", err)
@@ -76,6 +78,11 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		}
 		st.disk = &d
 		l.disk = d.Dir
+		if m, ok := lowerOf(ctx); ok { // a sandbox made from a snapshot (snapcow.go)
+			if err := b.layerDisk(&d, m, l, st.uid, seed.WithExtra(seedDir)); err != nil {
+				return st, fmt.Errorf("local backend: %w", err)
+			}
+		}
 		// Dir()/app and friends keep working for host-side callers
 		// (seeDisk points them at the disk once it left the host).
 		for _, name := range l.diskLinks() {

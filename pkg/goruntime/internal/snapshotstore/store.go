@@ -4,7 +4,9 @@
 // front end mounts (docs/kubernetes.md, "Snapshots"):
 //
 //	<root>/<owner key>/<id>/meta.json   the record (Meta)
-//	<root>/<owner key>/<id>/files.tar   the files, as one tar
+//	<root>/<owner key>/<id>/files.tar   the files, as one tar (method copy), or
+//	<root>/<owner key>/<id>/tree/       the files, as a sealed directory tree (method overlay: tree.go)
+//	<root>/<owner key>/<id>/users/      the sandboxes layered on the tree, one empty file each
 //	<root>/tmp/                         snapshots being written, and forks' transient ones
 //	<root>/lock                         flock: held exclusively while the quota is counted
 //
@@ -31,6 +33,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -52,15 +55,36 @@ type Meta struct {
 	Created time.Time         `json:"created"`
 	Expires time.Time         `json:"expires"`
 	Bytes   int64             `json:"bytes"`
-	Method  string            `json:"method"` // how the files were taken ("copy": local; "stream": agent-sandbox)
+	Method  string            `json:"method"` // how the files are kept: MethodCopy, MethodOverlay (local) or "stream" (agent-sandbox)
 	Source  string            `json:"source"` // the sandbox it was taken from
+	// Hidden: a fork's snapshot, never listed nor opened by ID, which
+	// lives as long as the forks layered on it (tree.go).
+	Hidden bool `json:"hidden,omitempty"`
+	// Retired: deleted or expired while sandboxes were layered on it;
+	// kept, and counted, until they are gone (tree.go).
+	Retired bool `json:"retired,omitempty"`
 }
 
+// How a snapshot's files are kept.
+const (
+	// MethodCopy: one tar, copied into each sandbox made from it.
+	MethodCopy = "copy"
+	// MethodOverlay: a sealed directory tree, the read-only lower layer
+	// of each sandbox made from it (tree.go).
+	MethodOverlay = "overlay"
+)
+
 // Store is the snapshots under Root, holding at most Quota bytes
-// together (0: no snapshot fits).
+// together (0: no snapshot fits), and at most OwnerQuota of them one
+// owner's (0: no share but Quota), so that one owner cannot fill the
+// store for all. Live reports whether the sandbox of an ID still exists
+// (nil: none does): a tree stays while a sandbox that is layered on it
+// lives.
 type Store struct {
-	Root  string
-	Quota int64
+	Root       string
+	Quota      int64
+	OwnerQuota int64
+	Live       func(sandboxID string) bool
 }
 
 // NewID returns a new snapshot ID.
@@ -99,7 +123,10 @@ func (s Store) tmp() string { return filepath.Join(s.Root, "tmp") }
 // fork's that is never committed. Remove it when done with it.
 type Temp struct {
 	Dir  string
-	File *os.File
+	File *os.File // the tar; nil for a tree (NewTreeTemp)
+	// Sink, for a tree, is where Write sends the tar's bytes (what
+	// extracts them into Tree).
+	Sink io.Writer
 	n    int64
 	max  int64
 	// store and held (what its live snapshots held when t was started)
@@ -108,10 +135,6 @@ type Temp struct {
 	held    int64
 	checked int64 // n at the last look at the other tars
 }
-
-// inFlightEvery is how many bytes a tar grows between two looks at what
-// all tars being written hold together.
-const inFlightEvery = 16 << 20
 
 // Path is the tar's path.
 func (t *Temp) Path() string { return t.File.Name() }
@@ -133,31 +156,28 @@ func (t *Temp) Write(p []byte) (int, error) {
 				ErrQuota, t.held, writing, t.max)
 		}
 	}
-	n, err := t.File.Write(p)
+	var w io.Writer = t.File
+	if t.Sink != nil {
+		w = t.Sink
+	}
+	n, err := w.Write(p)
+	if t.File == nil && (t.n+int64(n))>>20 != t.n>>20 {
+		// A tree: what it holds so far, to the MiB, for the others'
+		// look (writing).
+		_ = os.WriteFile(filepath.Join(t.Dir, "streamed"), []byte(strconv.FormatInt(t.n+int64(n), 10)), 0o600)
+	}
 	t.n += int64(n)
 	return n, err
-}
-
-// writing is the disk the tars being written hold together (allocated
-// blocks: a sparse file counts what it holds).
-func (s Store) writing() int64 {
-	tars, _ := filepath.Glob(filepath.Join(s.tmp(), "*", "files.tar"))
-	var sum int64
-	for _, p := range tars {
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil {
-			sum += st.Blocks * 512
-		}
-	}
-	return sum
 }
 
 // Size is how many bytes were written.
 func (t *Temp) Size() int64 { return t.n }
 
-// Remove deletes the tar.
+// Remove deletes the tar (or tree).
 func (t *Temp) Remove() error {
-	t.File.Close()
+	if t.File != nil {
+		t.File.Close()
+	}
 	return os.RemoveAll(t.Dir)
 }
 
@@ -188,8 +208,16 @@ func (s Store) NewTemp() (*Temp, error) {
 // gone either way.
 func (s Store) Commit(t *Temp, m Meta) (Meta, error) {
 	defer t.Remove()
-	if err := t.File.Sync(); err != nil {
-		return Meta{}, fmt.Errorf("write snapshot: %w", err)
+	size := t.n
+	if t.File != nil {
+		if err := t.File.Sync(); err != nil {
+			return Meta{}, fmt.Errorf("write snapshot: %w", err)
+		}
+	} else {
+		var err error
+		if size, err = seal(t.Tree()); err != nil {
+			return Meta{}, err
+		}
 	}
 	unlock, err := s.lock()
 	if err != nil {
@@ -201,10 +229,17 @@ func (s Store) Commit(t *Temp, m Meta) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
-	m.ID, m.Bytes = NewID(), t.n
+	m.ID, m.Bytes = NewID(), size
 	if used+m.Bytes > s.Quota {
 		return Meta{}, fmt.Errorf("%w: the snapshots of this state directory hold %d bytes, this one needs %d more, and the quota is %d bytes: delete snapshots or wait for them to expire",
 			ErrQuota, used, m.Bytes, s.Quota)
+	}
+	if s.OwnerQuota > 0 {
+		mine := s.ownerUsed(m.Owner)
+		if mine+m.Bytes > s.OwnerQuota {
+			return Meta{}, fmt.Errorf("%w: this owner's snapshots (and forks' snapshots) hold %d bytes, this one needs %d more, and an owner's share of the quota is %d bytes: delete snapshots, close forks or wait for them to expire",
+				ErrQuota, mine, m.Bytes, s.OwnerQuota)
+		}
 	}
 	if err := writeJSON(filepath.Join(t.Dir, "meta.json"), m); err != nil {
 		return Meta{}, fmt.Errorf("write snapshot record: %w", err)
@@ -225,7 +260,7 @@ func (s Store) Open(owner, id string) (Meta, error) {
 		return Meta{}, ErrNotFound
 	}
 	m, err := readMeta(filepath.Join(s.dir(owner, id), "meta.json"))
-	if err != nil || m.Owner != owner || m.ID != id || !time.Now().Before(m.Expires) {
+	if err != nil || m.Owner != owner || m.ID != id || !time.Now().Before(m.Expires) || m.Hidden || m.Retired {
 		return Meta{}, ErrNotFound
 	}
 	return m, nil
@@ -249,12 +284,20 @@ func (s Store) List(owner string) ([]Meta, error) {
 	return out, nil
 }
 
-// Delete deletes owner's snapshot id (ErrNotFound if it has none).
+// Delete deletes owner's snapshot id (ErrNotFound if it has none): at
+// once, or, while sandboxes are layered on its tree, as far as its owner
+// can tell (it is retired: kept and counted until they are gone).
 func (s Store) Delete(owner, id string) error {
-	if _, err := s.Open(owner, id); err != nil {
+	m, err := s.Open(owner, id)
+	if err != nil {
 		return err
 	}
-	return s.remove(s.dir(owner, id))
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.end(s.dir(owner, id), m, time.Now())
 }
 
 // remove deletes a snapshot's directory: its record first, so a half
@@ -308,9 +351,14 @@ func (s Store) prune(now time.Time) (int64, error) {
 				continue
 			}
 			m, err := readMeta(filepath.Join(dir, "meta.json"))
-			if err != nil || !now.Before(m.Expires) {
+			if err != nil {
 				_ = s.remove(dir)
 				continue
+			}
+			if !now.Before(m.Expires) || m.Hidden || m.Retired {
+				if s.end(dir, m, now) == nil && !s.inUse(dir, m, now) {
+					continue
+				}
 			}
 			used += m.Bytes
 		}

@@ -3,6 +3,7 @@ package snapshotstore
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +134,127 @@ func TestTarsBeingWrittenShareTheQuota(t *testing.T) {
 	defer third.Remove()
 	if err := write(third, 20); err != nil {
 		t.Fatalf("20 MiB once the first tar is gone: %v", err)
+	}
+}
+
+// A tree being extracted counts as a tar being written does.
+func TestTreesBeingExtractedShareTheQuota(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 40 << 20}
+	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	first, err := s.NewTreeTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Remove()
+	first.Sink = io.Discard
+	for range 30 {
+		if _, err := first.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := s.NewTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Remove()
+	for i := range 20 {
+		if _, err = second.Write(chunk); err != nil {
+			break
+		}
+		if i == 19 {
+			t.Fatal("a tar of 20 MiB while a tree of 30 MiB is extracted under a 40 MiB quota: written, want ErrQuota")
+		}
+	}
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("a tar of 20 MiB while a tree of 30 MiB is extracted: %v, want ErrQuota", err)
+	}
+}
+
+// One owner's snapshots hold at most its share; another owner still has
+// room, and the owner gets its room back as its snapshots go.
+func TestOwnerShare(t *testing.T) {
+	s := Store{Root: t.TempDir(), Quota: 100, OwnerQuota: 40}
+	a, err := commit(t, s, "alice", strings.Repeat("a", 30), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit(t, s, "alice", strings.Repeat("a", 20), time.Hour); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "share") {
+		t.Fatalf("alice past her share: %v, want ErrQuota naming the share", err)
+	}
+	if _, err := commit(t, s, "bob", strings.Repeat("b", 40), time.Hour); err != nil {
+		t.Fatalf("bob within his share while alice holds hers: %v", err)
+	}
+	if err := s.Delete("alice", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := commit(t, s, "alice", strings.Repeat("a", 40), time.Hour); err != nil {
+		t.Fatalf("alice after deleting hers: %v", err)
+	}
+}
+
+func commitTree(t *testing.T, s Store, owner string, hidden bool) (Meta, string) {
+	t.Helper()
+	tmp, err := s.NewTreeTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp.Tree(), "f"), []byte("files"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hold := ""
+	if hidden {
+		if hold, err = tmp.Hold(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	m, err := s.Commit(tmp, Meta{Owner: owner, Created: now, Expires: now.Add(time.Hour), Method: MethodOverlay, Hidden: hidden})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, hold
+}
+
+// A tree stays while a sandbox layered on it lives, whatever happens to
+// its snapshot, and goes with the last of them; a fork's hidden one is
+// never listed, and goes once released with no sandbox on it.
+func TestTreeKeptWhileUsed(t *testing.T) {
+	live := map[string]bool{}
+	s := Store{Root: t.TempDir(), Quota: 1 << 20, Live: func(id string) bool { return live[id] }}
+	m, _ := commitTree(t, s, "alice", false)
+	exists := func(m Meta) bool {
+		_, err := os.Stat(filepath.Join(s.Tree(m), "f"))
+		return err == nil
+	}
+	live["sb1"] = true
+	if err := s.Use(m, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("alice", m.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open("alice", m.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("open after delete: %v, want ErrNotFound", err)
+	}
+	if used, err := s.Prune(); err != nil || !exists(m) || used == 0 {
+		t.Fatalf("deleted while a sandbox is layered on it: tree kept %v, counted %d, %v; want kept and counted", exists(m), used, err)
+	}
+	live["sb1"] = false
+	if _, err := s.Prune(); err != nil || exists(m) {
+		t.Fatalf("after its last sandbox: tree kept %v, %v; want it gone", exists(m), err)
+	}
+
+	h, hold := commitTree(t, s, "alice", true)
+	if l, _ := s.List("alice"); len(l) != 0 {
+		t.Fatalf("a fork's snapshot is listed: %+v", l)
+	}
+	if _, err := s.Prune(); err != nil || !exists(h) {
+		t.Fatalf("a held fork's snapshot: kept %v, %v; want kept", exists(h), err)
+	}
+	if err := s.Release(h, hold); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(); err != nil || exists(h) {
+		t.Fatalf("a released fork's snapshot with no sandbox on it: kept %v, %v; want it gone", exists(h), err)
 	}
 }

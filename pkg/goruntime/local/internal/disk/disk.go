@@ -68,6 +68,9 @@ type Disk struct {
 	// LeftHost: the disk was unmounted from the host's mount namespace
 	// once its sandbox's held it (LeaveHost).
 	LeftHost bool `json:"left_host,omitempty"`
+	// Lower: the snapshot's tree the disk is layered over (Layer); "":
+	// none.
+	Lower string `json:"lower,omitempty"`
 }
 
 // InSandboxNS reports whether d is mounted only in its sandbox's mount

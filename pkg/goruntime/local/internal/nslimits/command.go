@@ -85,21 +85,32 @@ func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error,
 	}
 	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
 		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
+	groups, err := readIn(dir, "setgroups")
+	if err != nil {
+		return fail(fmt.Errorf("read the process's setgroups: %w", err))
+	}
+	own, err := runsAsCaller(dir)
+	if err != nil {
+		return fail(err)
+	}
+	if strings.TrimSpace(string(groups)) == "deny" && own {
+		// A namespace that denies setgroups (bubblewrap's, made without
+		// subordinate ids) refuses the setgroups nsenter makes before
+		// --setgid. Its processes kept their supplementary groups, so
+		// become them the way they are: the same ids, the groups kept.
+		// Only for a sandbox that runs as this process's own uid, which
+		// the namespace maps to the sandbox's: setpriv then takes the
+		// ids it has already. A sandbox of host ids of its own
+		// (root's, or a user's subordinate ids) does not map this
+		// process's uid, so setpriv would start with no capability
+		// left to take them (setresuid: EPERM); there nsenter drops
+		// the groups before it enters the namespace (as root, or as
+		// the root of the user's namespace, which allows setgroups)
+		// and lets the later refusal pass.
+		join = []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt), "--preserve-credentials", "--",
+			"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--keep-groups", "--"}
+	}
 	if owner != nil {
-		groups, err := readIn(dir, "setgroups")
-		if err != nil {
-			return fail(fmt.Errorf("read the process's setgroups: %w", err))
-		}
-		if strings.TrimSpace(string(groups)) == "deny" {
-			// The user's namespaces deny setgroups (bubblewrap's, made
-			// without subordinate ids), and the user, unlike root, has
-			// supplementary groups to drop: nsenter --setgid would fail
-			// ("setgroups failed"). The sandbox's processes kept those
-			// groups, so become them as they are: their ids, the groups
-			// kept.
-			join = []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt), "--preserve-credentials", "--",
-				"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--keep-groups", "--"}
-		}
 		join = append([]string{"nsenter", "--user=" + childFD(owner), "--preserve-credentials", "--"}, join...)
 	}
 	cmd = exec.CommandContext(ctx, join[0], append(join[1:], args...)...)
@@ -136,6 +147,22 @@ func readIn(dir *os.File, name string) ([]byte, error) {
 // directory dir has in its
 // own user namespace: the first field of the line of its id map that
 // holds its id as this process sees it.
+// runsAsCaller reports whether the process of dir runs as this
+// process's effective uid, as this process sees it.
+func runsAsCaller(dir *os.File) (bool, error) {
+	status, err := readIn(dir, "status")
+	if err != nil {
+		return false, fmt.Errorf("read the process's ids: %w", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "Uid:" {
+			uid, err := strconv.Atoi(f[2])
+			return err == nil && uid == os.Geteuid(), nil
+		}
+	}
+	return false, fmt.Errorf("read the process's ids: no Uid line")
+}
+
 func innerID(dir *os.File, kind string) (int, error) {
 	status, err := readIn(dir, "status")
 	if err != nil {

@@ -103,6 +103,38 @@ func TestSandboxCommandSetgroupsDenied(t *testing.T) {
 	}
 }
 
+// TestSandboxCommandOwnIDsSetgroupsDenied: the same for a namespace
+// made by a host uid of its own (a root sandbox's): it does not map
+// root's uid, so the ids are taken on the way in.
+func TestSandboxCommandOwnIDsSetgroupsDenied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("makes namespaces as another uid: root only")
+	}
+	c := exec.Command("setpriv", "--reuid=1960419990", "--regid=1960419990", "--clear-groups",
+		"unshare", "--user", "--mount", "--map-user=1000", "--map-group=1000", "sleep", "100")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	pid := c.Process.Pid
+	waitExec(t, pid, "sleep")
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/setgroups", pid)); err != nil || strings.TrimSpace(string(data)) != "deny" {
+		t.Fatalf("setgroups of the namespace: %q, %v; want deny", data, err)
+	}
+	cmd, done, err := SandboxCommand(context.Background(), pid, func(int) error { return nil }, "id", "-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run in a namespace of another uid that denies setgroups: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "1000" {
+		t.Errorf("id -u in the namespace: %q, want 1000", got)
+	}
+}
+
 // waitExec waits until process pid runs the program name: unshare has
 // made its namespaces and become the command.
 func waitExec(t *testing.T, pid int, name string) {
