@@ -83,33 +83,11 @@ func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error,
 		}
 		files = append(files, owner)
 	}
-	join := []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt),
-		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
-	groups, err := readIn(dir, "setgroups")
-	if err != nil {
-		return fail(fmt.Errorf("read the process's setgroups: %w", err))
-	}
-	own, err := runsAsCaller(dir)
+	setpriv, err := needsSetpriv(dir)
 	if err != nil {
 		return fail(err)
 	}
-	if strings.TrimSpace(string(groups)) == "deny" && own {
-		// A namespace that denies setgroups (bubblewrap's, made without
-		// subordinate ids) refuses the setgroups nsenter makes before
-		// --setgid. Its processes kept their supplementary groups, so
-		// become them the way they are: the same ids, the groups kept.
-		// Only for a sandbox that runs as this process's own uid, which
-		// the namespace maps to the sandbox's: setpriv then takes the
-		// ids it has already. A sandbox of host ids of its own
-		// (root's, or a user's subordinate ids) does not map this
-		// process's uid, so setpriv would start with no capability
-		// left to take them (setresuid: EPERM); there nsenter drops
-		// the groups before it enters the namespace (as root, or as
-		// the root of the user's namespace, which allows setgroups)
-		// and lets the later refusal pass.
-		join = []string{"nsenter", "--user=" + childFD(user), "--mount=" + childFD(mnt), "--preserve-credentials", "--",
-			"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--keep-groups", "--"}
-	}
+	join := enterAs(childFD(user), childFD(mnt), uid, gid, setpriv)
 	if owner != nil {
 		join = append([]string{"nsenter", "--user=" + childFD(owner), "--preserve-credentials", "--"}, join...)
 	}
@@ -117,6 +95,44 @@ func SandboxCommand(ctx context.Context, pid int, inSandbox func(pid int) error,
 	cmd.Env = []string{"PATH=" + toolPath, "LC_ALL=C"}
 	cmd.ExtraFiles = files
 	return cmd, done, nil
+}
+
+// needsSetpriv reports whether the process of the /proc directory dir is
+// entered through setpriv rather than nsenter's --setuid and --setgid: a
+// namespace that denies setgroups (bubblewrap's, made without
+// subordinate ids) refuses the setgroups nsenter makes before --setgid.
+// Its processes kept their supplementary groups, so they are become the
+// way they are: the same ids, the groups kept. Only for a sandbox that
+// runs as this process's own uid, which the namespace maps to the
+// sandbox's: setpriv then takes the ids it has already. A sandbox of
+// host ids of its own (root's, or a user's subordinate ids) does not map
+// this process's uid, so setpriv would start with no capability left to
+// take them (setresuid: EPERM); there nsenter drops the groups before it
+// enters the namespace (as root, or as the root of the user's namespace,
+// which allows setgroups) and lets the later refusal pass.
+func needsSetpriv(dir *os.File) (bool, error) {
+	groups, err := readIn(dir, "setgroups")
+	if err != nil {
+		return false, fmt.Errorf("read the process's setgroups: %w", err)
+	}
+	own, err := runsAsCaller(dir)
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(string(groups)) == "deny" && own, nil
+}
+
+// enterAs is the command line that joins the user namespace user and the
+// mount namespace mnt (paths as the child sees them) as uid and gid
+// there, through setpriv when setpriv (needsSetpriv); the command to run
+// follows it.
+func enterAs(user, mnt string, uid, gid int, setpriv bool) []string {
+	if setpriv {
+		return []string{"nsenter", "--user=" + user, "--mount=" + mnt, "--preserve-credentials", "--",
+			"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--keep-groups", "--"}
+	}
+	return []string{"nsenter", "--user=" + user, "--mount=" + mnt,
+		"--setuid=" + strconv.Itoa(uid), "--setgid=" + strconv.Itoa(gid), "--"}
 }
 
 // openIn opens the file name under the /proc/<pid> directory dir: the
