@@ -194,6 +194,11 @@ func TestOwnerShare(t *testing.T) {
 
 func commitTree(t *testing.T, s Store, owner string, hidden bool) (Meta, string) {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		// Sealing makes every file root's: only a root backend keeps
+		// snapshots as trees (local's layersSnapshots).
+		t.Skip("trees are sealed as root's: root only")
+	}
 	tmp, err := s.NewTreeTemp()
 	if err != nil {
 		t.Fatal(err)
