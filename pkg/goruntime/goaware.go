@@ -145,21 +145,33 @@ func (s *Session) setTestReport(rep *gotool.TestReport, res *Result) {
 	}
 }
 
-// test2jsonBin is where test2json converts go test's text: a build of
+// Test2jsonEnv names the environment variable through which a backend
+// gives its sandboxes a prebuilt test2json (a build of cmd/test2json of
+// the sandbox's Go), which the conversion of go test's text runs when it
+// is executable there. The local backend points it into its seed build
+// cache, built once per machine and read-only to every sandbox, so a
+// fresh sandbox's first plain `go test` builds nothing for its per-test
+// results. It converts what the sandbox's own tests printed and nothing
+// else: a sandbox that changes the variable or what it names (in its own
+// view) only misreports its own results, as it could by printing them.
+const Test2jsonEnv = "GORUNTIME_TEST2JSON"
+
+// test2jsonBin is where test2json converts go test's text when the
+// sandbox has none from its backend (Test2jsonEnv): a build of
 // cmd/test2json the sandbox keeps. `go tool test2json` would do, but
 // since Go 1.24 test2json is built on demand and each `go tool` run checks
 // that build first: ~90 ms of CPU per call, against ~5 ms to run the
-// binary. Built once per sandbox, to a temporary name then renamed, so a
-// call never runs a half-written one; a sandbox where it cannot be built
-// (or whose commands removed it and cannot rebuild it) falls back to `go
-// tool test2json`. It converts what the sandbox's own tests printed and
-// nothing else, so a command that replaces it only misreports its own
-// sandbox's results, as it could by printing them.
+// binary. Built once per sandbox (~350 ms: `go build` links it, as it
+// never takes a linked program from the build cache), to a temporary name
+// then renamed, so a call never runs a half-written one; a sandbox where
+// it cannot be built (or whose commands removed it and cannot rebuild it)
+// falls back to `go tool test2json`.
 const test2jsonBin = `"$HOME/.cache/go-runtime-sandbox/test2json"`
 
 // test2json converts go test's text, one piece per package, into the JSON
-// event stream with test2json -p <package> (test2jsonBin), run in the
-// sandbox from a private temporary directory.
+// event stream with test2json -p <package> (the backend's, Test2jsonEnv,
+// else test2jsonBin), run in the sandbox from a private temporary
+// directory.
 func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) ([]byte, error) {
 	files := make([]File, len(parts))
 	for i, p := range parts {
@@ -175,7 +187,7 @@ func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) (
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `d=$(mktemp -d) || exit 1; tar -xf %s -C "$d"; rc=$?; rm -f %s; [ $rc = 0 ] || exit $rc; cd "$d" || exit 1`, name, name)
-	fmt.Fprintf(&b, "\nt=%s; if [ ! -x \"$t\" ]; then mkdir -p \"${t%%/*}\" && go build -o \"$t.$$\" cmd/test2json >/dev/null 2>&1 && mv -f \"$t.$$\" \"$t\"; rm -f \"$t.$$\"; fi", test2jsonBin)
+	fmt.Fprintf(&b, "\nt=%s; if [ -x \"${%s:-}\" ]; then t=$%s; elif [ ! -x \"$t\" ]; then mkdir -p \"${t%%/*}\" && go build -o \"$t.$$\" cmd/test2json >/dev/null 2>&1 && mv -f \"$t.$$\" \"$t\"; rm -f \"$t.$$\"; fi", test2jsonBin, Test2jsonEnv, Test2jsonEnv)
 	b.WriteString("\nj() { if [ -x \"$t\" ]; then \"$t\" \"$@\"; else go tool test2json \"$@\"; fi; }")
 	for i, p := range parts {
 		fmt.Fprintf(&b, "\nj -p %s < part%d || rc=$?", ShellQuote(p.Package), i)
