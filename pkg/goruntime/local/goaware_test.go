@@ -292,6 +292,43 @@ func firstGoTestBuildsNoTest2json(ctx context.Context, b *local.Backend) error {
 	return nil
 }
 
+// TestGoAwareTest2jsonInlineOrUploaded: go test's text goes to test2json
+// inside the conversion's command (one request) when it can travel there
+// unchanged, and is uploaded first when it cannot (a NUL, which no
+// command may hold): per-test results either way.
+func TestGoAwareTest2jsonInlineOrUploaded(t *testing.T) {
+	sb, err := newBackend(t, testOptions()).Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	traced := &tracedSandbox{Sandbox: sb}
+	s := goruntime.NewSession(traced, goruntime.Options{})
+	for _, c := range []struct {
+		name, print string
+		uploaded    bool
+	}{
+		{"plain text", `"fine"`, false},
+		// Bytes that are not UTF-8 arrive as U+FFFD already (the
+		// result's JSON), so they travel inline.
+		{"not UTF-8", `"bad \xff byte"`, false},
+		{"a NUL", `"nul \x00 byte"`, true},
+	} {
+		traced.traces = nil
+		src := "package calc\n\nimport (\n\t\"fmt\"\n\t\"testing\"\n)\n\nfunc TestPrints(t *testing.T) { fmt.Println(" + c.print + ") }\n"
+		res := run(t, s, goruntime.Request{Files: files("go.mod", nestedGoMod, "calc/calc_test.go", src), Command: "go test -v ./..."})
+		if p := findTest(res.Tests, "TestPrints"); p == nil || p.Status != goruntime.TestPass {
+			t.Errorf("%s: no passed TestPrints in %+v (stdout %q)", c.name, res.Tests, res.Stdout)
+		}
+		if len(traced.traces) != 1 {
+			t.Fatalf("%s: %d conversions, want 1", c.name, len(traced.traces))
+		}
+		if uploaded := strings.Contains(traced.traces[0], "+ tar -xf"); uploaded != c.uploaded {
+			t.Errorf("%s: text uploaded %t, want %t; trace:\n%s", c.name, uploaded, c.uploaded, traced.traces[0])
+		}
+	}
+}
+
 // TestSeedTest2jsonReadOnly: the seed's test2json, which every sandbox's
 // conversion runs, cannot be changed by a sandbox for another. As root
 // the file is nobody's, so writing, chmod and truncating it fail (as
