@@ -35,7 +35,8 @@ import (
 
 func main() {
 	local.ServeIfChild()
-	bench.ServeIfSide() // the rootless section's sides are copies of this binary
+	bench.ServeIfSide()     // the rootless section's sides are copies of this binary
+	bench.ServeIfBareExec() // and so is the server section's bare Go HTTP exec server
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

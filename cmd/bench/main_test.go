@@ -2,10 +2,20 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/bench"
 )
+
+// TestMain serves as the server section's bare Go HTTP exec server when
+// started as one (a copy of this binary, as of cmd/bench).
+func TestMain(m *testing.M) {
+	bench.ServeIfBareExec()
+	os.Exit(m.Run())
+}
 
 func TestFlags(t *testing.T) {
 	cases := []struct {
@@ -55,7 +65,7 @@ func TestServerSection(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
 	}
 	table := out.String()
-	want := []string{"machine: ", "| server: /execute `true` round trip, p50", "bare exec.Command", "| server: idle RSS", "MiB"}
+	want := []string{"machine: ", "| server: /execute `true` round trip, p50", "bare exec.Command", "bare Go HTTP exec server: ", "| server: idle RSS", "MiB"}
 	if python {
 		want = append(want, "upstream python runtime: ", "x faster", "| server: download 32 MiB (/download), p50")
 	} else {

@@ -18,6 +18,7 @@ var hotpathCommands = []string{"go run .", "go test ./..."}
 // warm pool (nothing refills beside the timed commands).
 type hotpathSession struct {
 	name string // what its backend relaxes, for the figures
+	b    *local.Backend
 	s    *goruntime.Session
 	// call and command are each timed call, whole (the client's clock) and
 	// the command alone (the runtime server's clock, Result.Duration); cpu
@@ -54,7 +55,7 @@ func (r *runner) openHotpath(ctx context.Context, name string, relax local.Relax
 		_ = b.Close(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &hotpathSession{name: name, s: s}, func() {
+	return &hotpathSession{name: name, b: b, s: s}, func() {
 		_ = s.Close(context.WithoutCancel(ctx))
 		_ = b.Close(context.WithoutCancel(ctx))
 	}, nil
@@ -159,7 +160,41 @@ func (r *runner) hotpathSection(ctx context.Context) error {
 				Ours: ms(added(cpu, hcpu).p50()), Baseline: h.name + ": " + ms(hcpu.p50()), Ratio: ratio(cpu.p50(), hcpu.p50())})
 		}
 	}
+	if err := r.firstGoTest(ctx, hs[0]); err != nil {
+		return err
+	}
 	return r.fixedCosts(ctx, hs[0].s)
+}
+
+// firstGoTest times the first `go test ./...` of new code in a fresh
+// session of h's backend (Open and Close untimed) against the same in
+// h's warm session, rounds alternated. What a fresh session's first go
+// test may pay beyond a warm one's is what the session does once per
+// sandbox: since the seed holds test2json (seed.Test2json), building it
+// is not among it.
+func (r *runner) firstGoTest(ctx context.Context, h *hotpathSession) error {
+	const c = "go test ./..."
+	code := 0
+	first := func() (time.Duration, error) {
+		code++
+		fresh, err := goruntime.Open(ctx, h.b, goruntime.Options{})
+		if err != nil {
+			return 0, err
+		}
+		defer fresh.Close(context.WithoutCancel(ctx))
+		return execOK(ctx, fresh, goruntime.Request{Files: files(smallModule(9500 + code)), Command: c})
+	}
+	warm := func() (time.Duration, error) {
+		code++
+		return execOK(ctx, h.s, goruntime.Request{Files: files(smallModule(9500 + code)), Command: c})
+	}
+	s, err := alternated(r.cfg.Rounds, first, warm)
+	if err != nil {
+		return err
+	}
+	r.add(Row{Section: "hotpath", Figure: fmt.Sprintf("first `%s` of new code in a fresh session (no warm pool), p50", c), Ours: ms(s[0].p50()),
+		Baseline: "same in a warm session: " + ms(s[1].p50()), Ratio: ratio(s[0].p50(), s[1].p50()), Target: "<= 1.2"})
+	return nil
 }
 
 // fixedCosts measures what every call pays whatever it runs: `true`

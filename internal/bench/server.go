@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -29,17 +30,17 @@ const transferBytes = 32 << 20
 
 // targets are the runtime servers the server section compares.
 type targets struct {
-	ours, python, sandboxd                 *server
-	oursURL, oursREST, pyURL, sandboxdREST string
-	oursGRPC, sandboxdGRPC                 processv1.ProcessServiceClient
-	conns                                  []*grpc.ClientConn
+	ours, python, sandboxd, bareGo                  *server
+	oursURL, oursREST, pyURL, sandboxdREST, bareURL string
+	oursGRPC, sandboxdGRPC                          processv1.ProcessServiceClient
+	conns                                           []*grpc.ClientConn
 }
 
 func (t *targets) close() {
 	for _, c := range t.conns {
 		_ = c.Close()
 	}
-	for _, s := range []*server{t.ours, t.python, t.sandboxd} {
+	for _, s := range []*server{t.ours, t.python, t.sandboxd, t.bareGo} {
 		if s != nil {
 			s.stop()
 		}
@@ -52,7 +53,7 @@ func (t *targets) close() {
 // left nil and explained in notes.
 func (r *runner) startTargets(ctx context.Context, dir string) (*targets, error) {
 	t := &targets{}
-	ports := make([]int, 6)
+	ports := make([]int, 7)
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -73,8 +74,17 @@ func (r *runner) startTargets(ctx context.Context, dir string) (*targets, error)
 	sf.GRPCAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
 	sf.RESTAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	sf.BaseDir, sf.Home = base("ours"), filepath.Join(dir, "ours-home")
-	t.ours, err = startServer(ctx, "sandbox-server", dir, t.oursURL+"/", nil, r.bins["sandbox-server"], sf.Args()...)
+	// As the local backend runs it in every sandbox (bwrap.go): the
+	// server's own Go runtime on one processor, its commands on the
+	// machine's.
+	sf.CommandGOMAXPROCS = int64(runtime.NumCPU())
+	serverEnv := []string{"GOMAXPROCS=1"}
+	t.ours, err = startServer(ctx, "sandbox-server", dir, t.oursURL+"/", serverEnv, r.bins["sandbox-server"], sf.Args()...)
 	if err != nil {
+		return nil, err
+	}
+	if t.bareGo, t.bareURL, err = startBareExec(ctx, dir, ports[6], serverEnv); err != nil {
+		t.close()
 		return nil, err
 	}
 	if t.oursGRPC, err = t.dial(ports[1]); err != nil {
@@ -174,6 +184,9 @@ func (r *runner) serverSection(ctx context.Context) error {
 		func() (time.Duration, error) {
 			return timed(func() error { return legacyExecute(ctx, client, t.oursURL) })
 		},
+		func() (time.Duration, error) {
+			return timed(func() error { return legacyExecute(ctx, client, t.bareURL) })
+		},
 	}
 	if t.python != nil {
 		steps = append(steps, func() (time.Duration, error) {
@@ -195,17 +208,21 @@ func (r *runner) serverSection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the memory of sandbox-server and its companion: %w", err)
 	}
-	bare, ours := samples[0].p50(), samples[1].p50()
+	bare, ours, bareGo := samples[0].p50(), samples[1].p50(), samples[2].p50()
 	r.add(Row{Section: "server", Figure: "/execute `true` round trip, p50", Ours: ms(ours),
 		Baseline: "bare exec.Command(sh -c true).Run(): " + ms(bare), Ratio: ratio(ours, bare), Target: "<= 1.3"})
+	r.add(Row{Section: "server", Figure: "/execute `true` round trip, p50", Ours: ms(ours),
+		Baseline: "bare Go HTTP exec server: " + ms(bareGo), Ratio: ratio(ours, bareGo)})
+	r.add(Row{Section: "server", Figure: "/execute `true`: a bare Go HTTP exec server's round trip, p50", Ours: ms(bareGo),
+		Baseline: "bare exec.Command(sh -c true).Run(): " + ms(bare), Ratio: ratio(bareGo, bare)})
 	if t.python != nil {
-		py := samples[2].p50()
+		py := samples[3].p50()
 		r.add(Row{Section: "server", Figure: "/execute `true` round trip, p50", Ours: ms(ours),
 			Baseline: "upstream python runtime: " + ms(py), Ratio: ratio(ours, py), Target: ">= 3x", Speedup: true})
 		// What each server adds to the fork and exec both pay (which is
 		// most of a round trip on a slow-forking VM): per round, its time
 		// minus the bare exec's beside it.
-		addOurs, addPy := added(samples[1], samples[0]).p50(), added(samples[2], samples[0]).p50()
+		addOurs, addPy := added(samples[1], samples[0]).p50(), added(samples[3], samples[0]).p50()
 		rat := math.NaN() // noise made one of them <= 0: no meaningful ratio
 		if addOurs > 0 && addPy > 0 {
 			rat = ratio(addOurs, addPy)

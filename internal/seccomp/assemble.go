@@ -32,7 +32,9 @@ import (
 // means EPERM, as in go-seccomp-bpf). An entry matches when its call
 // number matches and all its conditions hold, each comparing the whole
 // 64-bit argument. Nothing matches: p.DefaultAction. A call from another
-// architecture gets p.DefaultAction; on amd64, an x32 call gets ENOSYS.
+// architecture (seccomp_data.arch not this binary's: i386 through int
+// 0x80 on amd64, AArch32 on arm64) fails with EPERM whatever the policy
+// (foreignArchAction); on amd64, an x32 call gets ENOSYS.
 //
 // Layout: every rule is a block that only jumps forward inside itself,
 // so no jump is ever long:
@@ -55,7 +57,7 @@ func Assemble(p bpfseccomp.Policy) ([]bpf.Instruction, error) {
 	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: archOffset, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: retValue(p.DefaultAction)},
+		bpf.RetConstant{Val: retValue(foreignArchAction)},
 		loadNr,
 	}
 	if info.ID == arch.X86_64.ID {
@@ -107,6 +109,16 @@ const (
 	archOffset = 4
 	argsOffset = 16
 )
+
+// foreignArchAction answers every call from another architecture: EPERM.
+// A policy's rules name this architecture's call numbers, which mean other
+// calls in another table (kill is 62 on amd64, 37 on i386), so a deny list
+// (the init policies, whose default is to allow) would let every i386
+// call through: a command under --init-guard could signal PID 1, or
+// crash it with rt_sigqueueinfo(1, SIGSEGV) (docs/e2e.md). Programs built
+// for another architecture (GOARCH=386) therefore run under none of this
+// package's filters; under Policy (a local sandbox) they never did.
+const foreignArchAction = bpfseccomp.ActionErrno
 
 // bpfMaxInsns is the kernel's limit on a classic-BPF program (BPF_MAXINSNS).
 const bpfMaxInsns = 4096

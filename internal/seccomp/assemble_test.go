@@ -92,11 +92,20 @@ func TestAssembleMatchesPolicy(t *testing.T) {
 			}
 			try(named, []uint64{0})
 			try(append(values, conditional...), []uint64{0, 1, 9, 10, 11})
-			// Another architecture gets the default action; an x32
-			// call ENOSYS.
-			in.nr, in.args, in.arch = unix.SYS_KILL, [6]uint64{200, 9}, uint32(info.ID)^1
-			if got, _ := runSeccomp(raw, in.bytes()); got != retValue(p.DefaultAction) {
-				t.Errorf("a call from another architecture: %#x, want the default %#x", got, retValue(p.DefaultAction))
+			// Another architecture gets EPERM whatever the policy's
+			// default (the init policies' is to allow); an x32 call
+			// ENOSYS.
+			eperm := uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.EPERM)
+			for _, foreign := range []uint32{uint32(info.ID) ^ 1, uint32(arch.I386.ID), uint32(arch.ARM.ID)} {
+				if foreign == uint32(info.ID) {
+					continue
+				}
+				for _, nr := range []uint32{0, 20, unix.SYS_KILL, 178} {
+					in.nr, in.args, in.arch = nr, [6]uint64{1, 9}, foreign
+					if got, _ := runSeccomp(raw, in.bytes()); got != eperm {
+						t.Errorf("call %d from architecture %#x: %#x, want EPERM (%#x)", nr, foreign, got, eperm)
+					}
+				}
 			}
 			if info.ID == arch.X86_64.ID {
 				in.arch, in.nr = uint32(info.ID), unix.SYS_KILL|uint32(arch.X32.SeccompMask)

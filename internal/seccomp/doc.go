@@ -23,7 +23,7 @@
 // assembler compares a later rule's call number against the last
 // argument it loaded, so its programs refused kill(200, SIGKILL) under
 // GuardedInitPolicy and let socket((56<<32)|AF_VSOCK, …) through Policy
-// (assemble.go). Under Policy, calls from another ABI (i386 through int
-// 0x80, x32) are refused; the init policies, deny lists, refuse x32 calls
-// and let i386 ones through.
+// (assemble.go). Every program refuses calls from another ABI (i386
+// through int 0x80, x32): the init policies too, which are deny lists
+// and would otherwise let every i386 call through (docs/e2e.md).
 package seccomp

@@ -9,7 +9,8 @@ import (
 
 // ForgedFaultPolicy returns a deny list the runtime server installs on
 // itself, and so on every command it starts, when it runs as a sandbox's
-// init (internal/server, --init): every call is allowed except sending a
+// init (internal/server, --init): every call of this architecture (Assemble
+// refuses the calls of any other) is allowed except sending a
 // fault signal (FaultSignals) with a caller-made siginfo, and any signal
 // number above maxSignal (a 32-bit signal with high bits set would
 // otherwise slip past the 64-bit comparisons), and asking for a fault

@@ -42,7 +42,10 @@ import (
 //     pidfd_send_signal with an info argument): the Go runtime takes one
 //     for a real fault and crashes, handler or not. A seccomp filter of
 //     its own does it (seccomp.ForgedFaultPolicy), so it holds under any
-//     outer filter or none; the local backend's policy refuses the same;
+//     outer filter or none; the local backend's policy refuses the same.
+//     The filter also refuses every call made through another ABI (i386's
+//     int $0x80), which its rules, in this architecture's call numbers,
+//     would not see;
 //   - ends the sandbox when its lifeline ends (--lifeline-fd).
 
 // initSignals are the signals the server holds a handler for in init

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/mod/modfile"
 
@@ -145,42 +146,73 @@ func (s *Session) setTestReport(rep *gotool.TestReport, res *Result) {
 	}
 }
 
-// test2jsonBin is where test2json converts go test's text: a build of
+// Test2jsonEnv names the environment variable through which a backend
+// gives its sandboxes a prebuilt test2json (a build of cmd/test2json of
+// the sandbox's Go), which the conversion of go test's text runs when it
+// is executable there. The local backend points it into its seed build
+// cache, built once per machine and read-only to every sandbox, so a
+// fresh sandbox's first plain `go test` builds nothing for its per-test
+// results. It converts what the sandbox's own tests printed and nothing
+// else: a sandbox that changes the variable or what it names (in its own
+// view) only misreports its own results, as it could by printing them.
+const Test2jsonEnv = "GORUNTIME_TEST2JSON"
+
+// test2jsonBin is where test2json converts go test's text when the
+// sandbox has none from its backend (Test2jsonEnv): a build of
 // cmd/test2json the sandbox keeps. `go tool test2json` would do, but
 // since Go 1.24 test2json is built on demand and each `go tool` run checks
 // that build first: ~90 ms of CPU per call, against ~5 ms to run the
-// binary. Built once per sandbox, to a temporary name then renamed, so a
-// call never runs a half-written one; a sandbox where it cannot be built
-// (or whose commands removed it and cannot rebuild it) falls back to `go
-// tool test2json`. It converts what the sandbox's own tests printed and
-// nothing else, so a command that replaces it only misreports its own
-// sandbox's results, as it could by printing them.
+// binary. Built once per sandbox (~350 ms: `go build` links it, as it
+// never takes a linked program from the build cache), to a temporary name
+// then renamed, so a call never runs a half-written one; a sandbox where
+// it cannot be built (or whose commands removed it and cannot rebuild it)
+// falls back to `go tool test2json`.
 const test2jsonBin = `"$HOME/.cache/go-runtime-sandbox/test2json"`
 
+// inlineTest2jsonMax bounds the text test2json takes inside its command
+// (test2jsonInline): more is uploaded first, as an archive.
+const inlineTest2jsonMax = 1 << 20
+
 // test2json converts go test's text, one piece per package, into the JSON
-// event stream with test2json -p <package> (test2jsonBin), run in the
-// sandbox from a private temporary directory.
+// event stream with test2json -p <package> (the backend's, Test2jsonEnv,
+// else test2jsonBin), run in the sandbox. The text goes in the command
+// itself, one request (test2jsonInline), unless it cannot travel there
+// unchanged; then it is uploaded first and unpacked into a private
+// temporary directory.
 func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) ([]byte, error) {
-	files := make([]File, len(parts))
-	for i, p := range parts {
-		files[i] = File{Path: fmt.Sprintf("part%d", i), Data: []byte(p.Text)}
-	}
-	archive, err := Archive(files)
-	if err != nil {
-		return nil, err
-	}
-	name := ".goruntime-test2json-" + randomHex(8) + ".tar"
-	if err := s.sb.WriteFile(ctx, name, strings.NewReader(string(archive))); err != nil {
-		return nil, fmt.Errorf("upload go test output: %w", err)
-	}
+	// From a directory of no module's (a go.mod in /app, even a broken
+	// one, must not reach the build or go tool): the temporary one the
+	// text is unpacked into, or /.
 	var b strings.Builder
-	fmt.Fprintf(&b, `d=$(mktemp -d) || exit 1; tar -xf %s -C "$d"; rc=$?; rm -f %s; [ $rc = 0 ] || exit $rc; cd "$d" || exit 1`, name, name)
-	fmt.Fprintf(&b, "\nt=%s; if [ ! -x \"$t\" ]; then mkdir -p \"${t%%/*}\" && go build -o \"$t.$$\" cmd/test2json >/dev/null 2>&1 && mv -f \"$t.$$\" \"$t\"; rm -f \"$t.$$\"; fi", test2jsonBin)
-	b.WriteString("\nj() { if [ -x \"$t\" ]; then \"$t\" \"$@\"; else go tool test2json \"$@\"; fi; }")
-	for i, p := range parts {
-		fmt.Fprintf(&b, "\nj -p %s < part%d || rc=$?", ShellQuote(p.Package), i)
+	inline, ok := test2jsonInline(parts)
+	if ok {
+		b.WriteString("cd / || exit 1")
+	} else {
+		files := make([]File, len(parts))
+		for i, p := range parts {
+			files[i] = File{Path: fmt.Sprintf("part%d", i), Data: []byte(p.Text)}
+		}
+		archive, err := Archive(files)
+		if err != nil {
+			return nil, err
+		}
+		name := ".goruntime-test2json-" + randomHex(8) + ".tar"
+		if err := s.sb.WriteFile(ctx, name, strings.NewReader(string(archive))); err != nil {
+			return nil, fmt.Errorf("upload go test output: %w", err)
+		}
+		fmt.Fprintf(&b, `d=$(mktemp -d) || exit 1; tar -xf %s -C "$d"; rc=$?; rm -f %s; [ $rc = 0 ] || exit $rc; cd "$d" || exit 1`, name, name)
 	}
-	b.WriteString("\ncd / && rm -rf \"$d\"; exit $rc")
+	fmt.Fprintf(&b, "\nt=%s; if [ -x \"${%s:-}\" ]; then t=$%s; elif [ ! -x \"$t\" ]; then mkdir -p \"${t%%/*}\" && go build -o \"$t.$$\" cmd/test2json >/dev/null 2>&1 && mv -f \"$t.$$\" \"$t\"; rm -f \"$t.$$\"; fi", test2jsonBin, Test2jsonEnv, Test2jsonEnv)
+	b.WriteString("\nj() { if [ -x \"$t\" ]; then \"$t\" \"$@\"; else go tool test2json \"$@\"; fi; }\nrc=0")
+	if ok {
+		b.WriteString(inline)
+		b.WriteString("\nexit $rc")
+	} else {
+		for i, p := range parts {
+			fmt.Fprintf(&b, "\nj -p %s < part%d || rc=$?", ShellQuote(p.Package), i)
+		}
+		b.WriteString("\ncd / && rm -rf \"$d\"; exit $rc")
+	}
 	er, err := s.sb.Exec(ctx, ExecRequest{Command: b.String(), Timeout: test2jsonTimout})
 	if err != nil {
 		return nil, fmt.Errorf("go tool test2json: %w", err)
@@ -189,6 +221,35 @@ func (s *Session) test2json(ctx context.Context, parts []gotool.PackageOutput) (
 		return nil, fmt.Errorf("go tool test2json: exit %d: %s", er.ExitCode, clip.String(er.Stderr, 300))
 	}
 	return []byte(er.Stdout), nil
+}
+
+// test2jsonInline returns the lines that feed each package's text to
+// test2json as a here-document of the command itself: one request and
+// one process per package, where an upload, an archive and its unpacking
+// cost a second request and four more processes (~4 ms on a 2-CPU VM, of
+// a warm go test's ~370). It reports false when a text could not travel
+// in the command unchanged: bytes the request's JSON would alter (not
+// UTF-8) or the server refuses (NUL), a last line without its newline
+// (a here-document adds one), or more than inlineTest2jsonMax in all.
+func test2jsonInline(parts []gotool.PackageOutput) (string, bool) {
+	total := 0
+	for _, p := range parts {
+		total += len(p.Text)
+		if total > inlineTest2jsonMax || !strings.HasSuffix(p.Text, "\n") || !utf8.ValidString(p.Text) || strings.IndexByte(p.Text, 0) >= 0 {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		// A delimiter no line of the text is: the here-document ends at
+		// its own last line and nowhere before.
+		eof := "GORUNTIME_TEST2JSON_EOF_" + randomHex(8)
+		for strings.Contains("\n"+p.Text, "\n"+eof+"\n") {
+			eof = "GORUNTIME_TEST2JSON_EOF_" + randomHex(8)
+		}
+		fmt.Fprintf(&b, "\nj -p %s <<'%s' || rc=$?\n%s%s", ShellQuote(p.Package), eof, p.Text, eof)
+	}
+	return b.String(), true
 }
 
 // packageDirs returns a mapping from import path to directory relative to

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/server"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/disk"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // Paths inside a sandbox.
@@ -74,6 +76,9 @@ func (h *host) sandboxEnv() []string {
 		"GOFLAGS=-mod=mod",
 		"GOMAXPROCS=1",
 		"GOMEMLIMIT=" + strconv.FormatInt(o.MemoryBytes/10*9, 10),
+		// The seed's test2json, through GOCACHE's view of the seed
+		// (absent in a sandbox opened before the seed was complete).
+		goruntime.Test2jsonEnv + "=" + homeDir + "/.cache/go-build/" + seed.Test2json,
 	}
 	// Each sandbox has its own writable module cache, filled from the
 	// host's cache (bound read-only, used as a file:// proxy) and, with

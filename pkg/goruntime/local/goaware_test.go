@@ -1,15 +1,23 @@
 package local_test
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 )
 
 // Go-aware results through real bubblewrap: diagnostics, per-test results,
@@ -158,12 +166,19 @@ func TestGoAwareFailingSubtestAndSkippedTest(t *testing.T) {
 	})
 }
 
-// TestGoAwareTest2jsonBuiltOnce: the conversion of a plain go test's
-// text keeps a build of test2json in the sandbox and runs it directly
-// (not `go tool test2json`, which checks its build each time); removed
-// by a command, it is built again, and the results are the same.
+// TestGoAwareTest2jsonBuiltOnce: where the sandbox has no test2json from
+// its backend (goruntime.Test2jsonEnv unset or naming nothing: a
+// sandbox opened before the seed was complete), the conversion of a plain
+// go test's text builds one the sandbox keeps and runs it directly (not
+// `go tool test2json`, which checks its build each time); removed by a
+// command, it is built again, and the results are the same.
 func TestGoAwareTest2jsonBuiltOnce(t *testing.T) {
-	s := openSession(t, newBackend(t, testOptions()))
+	sb, err := newBackend(t, testOptions()).Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	s := goruntime.NewSession(&tracedSandbox{Sandbox: sb, prefix: "unset " + goruntime.Test2jsonEnv}, goruntime.Options{})
 	fs := files("go.mod", nestedGoMod, "calc/calc_test.go", testsPkg)
 	const kept = `test -x "$HOME/.cache/go-runtime-sandbox/test2json"`
 	for _, before := range []string{"true", `rm -f "$HOME/.cache/go-runtime-sandbox/test2json"`} {
@@ -173,6 +188,217 @@ func TestGoAwareTest2jsonBuiltOnce(t *testing.T) {
 		if res := run(t, s, goruntime.Request{Command: kept}); res.ExitCode != 0 {
 			t.Fatalf("after %q and a go test: no test2json build kept in the sandbox (exit %d: %s)", before, res.ExitCode, res.Stderr)
 		}
+	}
+}
+
+// tracedSandbox runs the session's conversion of go test's text (the one
+// command that names test2json) after prefix (default: the shell's trace
+// on), and keeps its stderr: with the trace, every command the conversion
+// ran, with its arguments.
+type tracedSandbox struct {
+	goruntime.Sandbox
+	prefix string
+	traces []string
+}
+
+func (t *tracedSandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	conversion := strings.Contains(req.Command, "test2json")
+	if conversion {
+		req.Command = cmp.Or(t.prefix, "set -x") + "\n" + req.Command
+	}
+	res, err := t.Sandbox.Exec(ctx, req)
+	if conversion && err == nil {
+		t.traces = append(t.traces, res.Stderr)
+	}
+	return res, err
+}
+
+// TestGoAwareFirstGoTestBuildsNoTest2json: a fresh sandbox's first plain
+// go test gets its per-test results from the seed's test2json
+// (goruntime.Test2jsonEnv): the conversion runs that file and no go
+// command, so nothing builds or links test2json in the sandbox (it did,
+// ~350 ms, in every fresh session's first go test: `go build` never
+// takes a linked program from the build cache). As root, with GOCACHE
+// an overlay of the seed on the sandbox's disk and, without a disk and a
+// uid of its own, links to it; a user's sandboxes (a copy, a memory
+// disk's overlay) in TestRootlessLimits.
+func TestGoAwareFirstGoTestBuildsNoTest2json(t *testing.T) {
+	variants := []local.Relax{localtest.Here()}
+	if os.Geteuid() == 0 {
+		variants = append(variants, local.Relax{DiskQuota: true, HostUID: true}) // links to the seed
+	}
+	for _, relax := range variants {
+		t.Run(fmt.Sprintf("relax disk %t", relax.DiskQuota), func(t *testing.T) {
+			opts := testOptions()
+			opts.Relax = relax
+			if err := firstGoTestBuildsNoTest2json(context.Background(), newBackend(t, opts)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// firstGoTestBuildsNoTest2json opens a sandbox of b (its seed complete),
+// runs a plain go test as its first command, and says what went wrong:
+// results missing, or the conversion of its text ran the go command
+// rather than the seed's test2json.
+func firstGoTestBuildsNoTest2json(ctx context.Context, b *local.Backend) error {
+	sb, err := b.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	traced := &tracedSandbox{Sandbox: sb}
+	s := goruntime.NewSession(traced, goruntime.Options{})
+	res, err := s.Execute(ctx, goruntime.Request{Files: files("go.mod", nestedGoMod, "calc/calc_test.go", testsPkg), Command: "go test -v ./...", Timeout: 3 * time.Minute})
+	if err != nil {
+		return err
+	}
+	if sub := findTest(res.Tests, "TestDouble/wrong_want"); sub == nil || sub.Status != goruntime.TestFail || findTest(res.Tests, "TestPasses") == nil {
+		return fmt.Errorf("per-test results of the first go test: %+v (stdout %q, stderr %q)", res.Tests, res.Stdout, res.Stderr)
+	}
+	if len(traced.traces) != 1 {
+		return fmt.Errorf("%d conversions of go test's text, want 1", len(traced.traces))
+	}
+	env, err := s.Execute(ctx, goruntime.Request{Command: "echo $" + goruntime.Test2jsonEnv})
+	if err != nil {
+		return err
+	}
+	seedT2J := strings.TrimSpace(env.Stdout)
+	if seedT2J == "" {
+		return fmt.Errorf("no $%s in the sandbox", goruntime.Test2jsonEnv)
+	}
+	var ranSeeds bool
+	for line := range strings.Lines(traced.traces[0]) {
+		cmd, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "+ ")
+		if !ok {
+			continue
+		}
+		if f := strings.Fields(cmd); len(f) > 0 && (f[0] == "go" || strings.HasSuffix(f[0], "/go")) {
+			return fmt.Errorf("the conversion ran the go command: %q\nwhole trace:\n%s", cmd, traced.traces[0])
+		}
+		ranSeeds = ranSeeds || strings.HasPrefix(cmd, seedT2J+" -p example.com/m/calc")
+	}
+	if !ranSeeds {
+		return fmt.Errorf("the conversion did not run the seed's %s:\n%s", seedT2J, traced.traces[0])
+	}
+	own, err := s.Execute(ctx, goruntime.Request{Command: `test -e "$HOME/.cache/go-runtime-sandbox/test2json"`})
+	if err != nil {
+		return err
+	}
+	if own.ExitCode == 0 {
+		return errors.New("the sandbox built a test2json of its own")
+	}
+	return nil
+}
+
+// TestGoAwareTest2jsonInlineOrUploaded: go test's text goes to test2json
+// inside the conversion's command (one request) when it can travel there
+// unchanged, and is uploaded first when it cannot (a NUL, which no
+// command may hold): per-test results either way.
+func TestGoAwareTest2jsonInlineOrUploaded(t *testing.T) {
+	sb, err := newBackend(t, testOptions()).Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	traced := &tracedSandbox{Sandbox: sb}
+	s := goruntime.NewSession(traced, goruntime.Options{})
+	for _, c := range []struct {
+		name, print string
+		uploaded    bool
+	}{
+		{"plain text", `"fine"`, false},
+		// Bytes that are not UTF-8 arrive as U+FFFD already (the
+		// result's JSON), so they travel inline.
+		{"not UTF-8", `"bad \xff byte"`, false},
+		{"a NUL", `"nul \x00 byte"`, true},
+	} {
+		traced.traces = nil
+		src := "package calc\n\nimport (\n\t\"fmt\"\n\t\"testing\"\n)\n\nfunc TestPrints(t *testing.T) { fmt.Println(" + c.print + ") }\n"
+		res := run(t, s, goruntime.Request{Files: files("go.mod", nestedGoMod, "calc/calc_test.go", src), Command: "go test -v ./..."})
+		if p := findTest(res.Tests, "TestPrints"); p == nil || p.Status != goruntime.TestPass {
+			t.Errorf("%s: no passed TestPrints in %+v (stdout %q)", c.name, res.Tests, res.Stdout)
+		}
+		if len(traced.traces) != 1 {
+			t.Fatalf("%s: %d conversions, want 1", c.name, len(traced.traces))
+		}
+		if uploaded := strings.Contains(traced.traces[0], "+ tar -xf"); uploaded != c.uploaded {
+			t.Errorf("%s: text uploaded %t, want %t; trace:\n%s", c.name, uploaded, c.uploaded, traced.traces[0])
+		}
+	}
+}
+
+// TestSeedTest2jsonReadOnly: the seed's test2json, which every sandbox's
+// conversion runs, cannot be changed by a sandbox for another. As root
+// the file is nobody's, so writing, chmod and truncating it fail (as
+// another user a sandbox without a disk of its own has a copy, its own);
+// whatever a sandbox swaps in under its own GOCACHE stays in its own
+// view; another sandbox, open meanwhile or opened after, runs the seed's
+// file, and the host's is unchanged.
+func TestSeedTest2jsonReadOnly(t *testing.T) {
+	b := newBackend(t, testOptions())
+	// The complete seeds' (the base seed's, and the extra seed's when it
+	// is complete: a sandbox's GOCACHE shows one of them).
+	var host []string
+	seeds, _ := filepath.Glob(filepath.Join(b.StateDir(), "seed", "*", ".complete"))
+	for _, c := range seeds {
+		if p := filepath.Join(filepath.Dir(c), seed.Test2json); func() bool { _, err := os.Stat(p); return err == nil }() {
+			host = append(host, p)
+		}
+	}
+	if len(host) == 0 {
+		t.Fatalf("no test2json in a complete seed under %s", b.StateDir())
+	}
+	hostSums := func() []string {
+		var sums []string
+		for _, p := range host {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums = append(sums, fmt.Sprintf("%x", sha256.Sum256(data)))
+		}
+		return sums
+	}
+	hostBefore := hostSums()
+	bystander, attacker := openSession(t, b), openSession(t, b)
+	const sum = `sha256sum "$` + goruntime.Test2jsonEnv + `" | cut -d' ' -f1`
+	before := mustOK(t, bystander, goruntime.Request{Command: sum}).Stdout
+	f := `"$` + goruntime.Test2jsonEnv + `"`
+	for _, cmd := range []string{"echo x >> " + f, "chmod u+w " + f, "truncate -s 0 " + f} {
+		if res := run(t, attacker, goruntime.Request{Command: cmd}); res.ExitCode == 0 && os.Geteuid() == 0 {
+			t.Errorf("%q succeeded on the seed's test2json", cmd)
+		}
+	}
+	// Its own view, where it can: a test2json that reports a test that
+	// never ran, in place of the seed's (its own link or copy replaced,
+	// or the directory moved aside where its GOCACHE lets it).
+	fake := `printf '#!/bin/sh\necho "{\"Action\":\"pass\",\"Test\":\"Fake\"}"\n' > ` + f + ` && chmod +x ` + f
+	for _, cmd := range []string{
+		"rm -f " + f + " && " + fake,
+		`d=$(dirname ` + f + `) && mv "$d" "$d.seed" && mkdir "$d" && ` + fake,
+	} {
+		if res := run(t, attacker, goruntime.Request{Command: cmd}); res.ExitCode == 0 {
+			break
+		}
+	}
+	fs := files("go.mod", nestedGoMod, "calc/calc_test.go", testsPkg)
+	res := run(t, attacker, goruntime.Request{Files: fs, Command: "go test -v ./..."})
+	t.Logf("the attacker's own conversion reported Fake: %t", findTest(res.Tests, "Fake") != nil)
+	later := openSession(t, b)
+	for name, s := range map[string]*goruntime.Session{"a sandbox open meanwhile": bystander, "a sandbox opened after": later} {
+		if after := mustOK(t, s, goruntime.Request{Command: sum}).Stdout; after != before {
+			t.Errorf("%s: the seed's test2json changed: %s -> %s", name, before, after)
+		}
+		res := run(t, s, goruntime.Request{Files: fs, Command: "go test -v ./..."})
+		checkTestResults(t, res)
+		if findTest(res.Tests, "Fake") != nil {
+			t.Errorf("%s: ran the attacker's test2json", name)
+		}
+	}
+	if after := hostSums(); !slices.Equal(after, hostBefore) {
+		t.Errorf("the host's seed test2json changed: %v -> %v", hostBefore, after)
 	}
 }
 

@@ -80,10 +80,21 @@ func TestRootlessLimits(t *testing.T) {
 	}
 
 	// Without subordinate ids, sandboxes run as the user.
-	if out := helper("rootless-plain", false); !strings.Contains(out, fmt.Sprintf("owner %d\n", rootlessUID)) {
+	// A fresh sandbox's first go test runs the seed's test2json, copied
+	// (without subordinate ids) or through a memory disk's overlay (with):
+	// TestGoAwareFirstGoTestBuildsNoTest2json as the user.
+	const seedsTest2json = "first go test: seed's test2json\n"
+	out := helper("rootless-plain", false)
+	if !strings.Contains(out, fmt.Sprintf("owner %d\n", rootlessUID)) {
 		t.Errorf("without subordinate ids, a sandbox's file is not the user's (want owner %d)", rootlessUID)
 	}
-	out := helper("rootless", true)
+	if !strings.Contains(out, seedsTest2json) {
+		t.Errorf("without subordinate ids, a fresh sandbox's first go test did not take the seed's test2json")
+	}
+	out = helper("rootless", true)
+	if !strings.Contains(out, seedsTest2json) {
+		t.Errorf("with subordinate ids, a fresh sandbox's first go test did not take the seed's test2json")
+	}
 	if owner := lineField(out, "owner"); owner < rootlessSubIDs || owner >= rootlessSubIDs+65536 {
 		t.Errorf("with subordinate ids %d-%d, a sandbox's file belongs to uid %d", rootlessSubIDs, rootlessSubIDs+65535, owner)
 	}

@@ -233,6 +233,7 @@ func rootlessHelper(ctx context.Context, opts local.Options) int {
 	if err := printOwner(ctx, r.victim); err != nil {
 		return fail("whose files", err)
 	}
+	printFirstGoTest(ctx, b)
 	if f := armAttacker(r.attacker); len(f) > 0 {
 		return fail("arm the attacker", fmt.Errorf("%s", strings.Join(f, "; ")))
 	}

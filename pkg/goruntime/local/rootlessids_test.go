@@ -63,7 +63,20 @@ func rootlessPlainHelper(ctx context.Context, opts local.Options) int {
 		fmt.Fprintln(os.Stderr, "rootless helper:", err)
 		return 1
 	}
+	printFirstGoTest(ctx, b)
 	return 0
+}
+
+// printFirstGoTest prints "first go test: seed's test2json" when a fresh
+// sandbox's first go test took its per-test results from the seed's
+// test2json (TestGoAwareFirstGoTestBuildsNoTest2json), else what went
+// wrong.
+func printFirstGoTest(ctx context.Context, b *local.Backend) {
+	if err := firstGoTestBuildsNoTest2json(ctx, b); err != nil {
+		fmt.Printf("first go test: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n\t"))
+		return
+	}
+	fmt.Println("first go test: seed's test2json")
 }
 
 // rootlessModules downloads an allowlisted module into a sandbox of a

@@ -110,6 +110,9 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
 		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
 		{src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
+		// Per-test results of a plain go test (Test2json): built here
+		// once, not in every sandbox's first go test.
+		{hello, []string{"build", "-o", filepath.Join(cache, Test2json), "cmd/test2json"}, "building test2json for go test's per-test results", nil},
 	}
 	if extra {
 		// What the extra seed adds; the base packages it needs are
@@ -124,8 +127,8 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		}{
 			{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
 			// go tool test2json is built on first use since Go 1.24;
-			// the session runs it over go test's text for per-test
-			// results.
+			// a session runs it where the seed's own build (Test2json)
+			// is missing, and so may a user.
 			{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
 		}...)
 	}
@@ -177,7 +180,8 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 			mode = 0o555
 		} else if info, err := d.Info(); err == nil && info.Mode()&0o111 != 0 {
 			// Executables the go command caches (go tool test2json since
-			// Go 1.24) are run from the cache: keep them runnable.
+			// Go 1.24) are run from the cache, and so is Test2json: keep
+			// them runnable.
 			mode = 0o555
 		}
 		if root0 {

@@ -42,6 +42,21 @@ import (
 // seedOwner is the uid/gid the seed's files are given when we run as root.
 const seedOwner = 65534
 
+// Test2json is where the seed holds a build of cmd/test2json, relative to
+// the seed (so to a sandbox's GOCACHE, which shows it): the program a
+// session runs over a plain go test's text for per-test results
+// (goruntime.Test2jsonEnv). It is built once per machine with the seed,
+// outside any sandbox, and sealed with it (nobody's, 0555): every sandbox
+// runs the same file, none can change it for another (a sandbox's own
+// view of it is an overlay's or a link's, as for every seed file), and no
+// fresh sandbox builds it. A `go build` never takes a linked program
+// from the build cache, and `go tool test2json`'s cached one is found
+// only through a `go tool` run (~90 ms of CPU each), hence a file of its
+// own. The go command leaves it alone: its cache is the
+// two-hex-digit directories (go clean -cache and trimming remove
+// nothing else).
+const Test2json = "go-runtime-sandbox/test2json"
+
 // raceCapable reports whether a sandbox can use the race detector: it
 // needs cgo, so a C compiler under the host's /usr (bound into every
 // sandbox). The seed then holds the race variant of the standard library.
@@ -69,7 +84,9 @@ func keyOf(goroot string) (string, error) {
 		return "", fmt.Errorf("find go command: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v1", goroot, v, goBin.Size(), goBin.ModTime().UTC())
+	// seed-v2: the seed holds Test2json (a seed-v1 lacks it, and sealed
+	// seeds are never added to).
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00seed-v2", goroot, v, goBin.Size(), goBin.ModTime().UTC())
 	return v + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
