@@ -72,52 +72,69 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		return st, nil
 	}
 	if b.host.diskQuota {
-		d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
-		if err != nil {
-			return st, fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
-		}
-		st.disk = &d
-		l.disk = d.Dir
-		if m, ok := lowerOf(ctx); ok { // a sandbox made from a snapshot (snapcow.go)
-			if err := b.layerDisk(&d, m, l, st.uid, seed.WithExtra(seedDir)); err != nil {
-				return st, fmt.Errorf("local backend: %w", err)
-			}
-		}
-		// Dir()/app and friends keep working for host-side callers
-		// (seeDisk points them at the disk once it left the host).
-		for _, name := range l.diskLinks() {
-			if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
-				return st, err
-			}
-		}
-		return st, nil
+		err = b.diskStorage(ctx, l, seedDir, &st)
+		return st, err
 	}
+	err = b.plainStorage(l, seedDir, st.uid)
+	return st, err
+}
+
+// diskStorage gives a sandbox of the backend's disk quota its disk of
+// its own (spare disks, sparedisk.go), layered on the snapshot it is
+// made from if any (snapcow.go), and the links host-side callers reach
+// its directories by. It sets st.disk and l.disk.
+func (b *Backend) diskStorage(ctx context.Context, l *layout, seedDir string, st *storage) error {
+	d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
+	if err != nil {
+		return fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
+	}
+	st.disk = &d
+	l.disk = d.Dir
+	if m, ok := lowerOf(ctx); ok { // a sandbox made from a snapshot (snapcow.go)
+		if err := b.layerDisk(&d, m, l, st.uid, seed.WithExtra(seedDir)); err != nil {
+			return fmt.Errorf("local backend: %w", err)
+		}
+	}
+	// Dir()/app and friends keep working for host-side callers
+	// (seeDisk points them at the disk once it left the host).
+	for _, name := range l.diskLinks() {
+		if err := os.Symlink(filepath.Join(d.Dir, name), filepath.Join(l.dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plainStorage makes a sandbox's directories without a disk of its own
+// (Options.Relax.DiskQuota), its build cache showing the seed, owned by
+// uid when the sandbox has a host uid of its own (uid > 0).
+func (b *Backend) plainStorage(l *layout, seedDir string, uid int) error {
 	if b.host.hostUID && !hostuid.Reachable(b.sandboxes) {
-		return st, fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
+		return fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
 			"choose another Options.StateDir, or keep the disk quota: %w", b.sandboxes, goruntime.ErrUnavailable)
 	}
 	if err := os.MkdirAll(l.etc(), 0o755); err != nil {
-		return st, fmt.Errorf("create sandbox directory: %w", err)
+		return fmt.Errorf("create sandbox directory: %w", err)
 	}
 	for _, d := range []string{l.app(), filepath.Dir(l.gocache()), l.tmp(), l.run()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return st, fmt.Errorf("create sandbox directory: %w", err)
+			return fmt.Errorf("create sandbox directory: %w", err)
 		}
 	}
 	if !b.caches.claim(seedDir, l.gocache()) {
 		if err := seed.Populate(seedDir, l.gocache()); err != nil {
-			return st, err
+			return err
 		}
 	}
-	if st.uid > 0 {
+	if uid > 0 {
 		for _, d := range []string{l.app(), l.home(), l.tmp(), l.run()} {
-			if err := hostuid.Chown(d, st.uid); err != nil {
-				return st, err
+			if err := hostuid.Chown(d, uid); err != nil {
+				return err
 			}
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // refillStorage tops up the pool Open claims storage from (ready disks,
