@@ -254,7 +254,10 @@ func TestPruneUnclaimableSpares(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the spare disk pool did not refill to two within two minutes")
 		}
-		groups, _ := filepath.Glob(filepath.Join(b.StateDir(), "disks", "spare", "*"+suffix))
+		// The extra seed's group: the one Open claims from once the
+		// extra seed is complete. The base seed's group may be there
+		// too, filled when the base seed completed, and is superseded.
+		groups, _ := filepath.Glob(filepath.Join(b.StateDir(), "disks", "spare", "*-extra-*"+suffix))
 		if len(groups) == 1 {
 			current = groups[0]
 			markers, _ = os.ReadDir(current)
