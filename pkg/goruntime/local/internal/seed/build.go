@@ -26,120 +26,143 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 		return err
 	}
 	defer tree.Remove(work)
-	cache := filepath.Join(work, "gocache")
-	src := filepath.Join(work, "src")
-	tmp := filepath.Join(work, "tmp")
-	for _, d := range []string{cache, src, tmp} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	files := map[string]string{"go.mod": seedMod, "main.go": seedMain, "main_test.go": seedTest}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
-			return err
-		}
-	}
-	hello := filepath.Join(work, "hello")
-	if err := os.MkdirAll(hello, 0o755); err != nil {
+	w, err := newSeedWork(work)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(hello, "main.go"), []byte(helloMain), 0o644); err != nil {
-		return err
-	}
-	race := filepath.Join(work, "race")
-	if err := os.MkdirAll(race, 0o755); err != nil {
-		return err
-	}
-	for name, body := range map[string]string{"go.mod": "module race\n\ngo 1.24\n", "race_test.go": raceTest} {
-		if err := os.WriteFile(filepath.Join(race, name), []byte(body), 0o644); err != nil {
-			return err
-		}
-	}
-	// The same environment the sandbox's go command sees, except for
-	// where the caches and temporary files live (which are not part of
-	// any action ID).
+	// What an unfinished build of this seed compiled is taken up again,
+	// and kept again when this one is cut short.
 	resume := resumeDir(root, filepath.Base(dir))
-	resumed := false
-	if _, err := os.Stat(resume); err == nil {
-		// What an unfinished build of this seed compiled (for the extra
-		// seed: the base seed's entries too).
-		if err := os.Remove(cache); err != nil {
-			return err
-		}
-		if err := os.Rename(resume, cache); err != nil {
-			return fmt.Errorf("resume the seed build: %w", err)
-		}
-		resumed = true
+	resumed, err := w.resume(resume)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if ctx.Err() != nil {
-			keepForResume(cache, resume)
+			keepForResume(w.cache, resume)
 		}
 	}()
 	if extra && !resumed {
 		// The extra seed starts as the base seed and adds to it.
-		if err := os.Remove(cache); err != nil {
+		if err := os.Remove(w.cache); err != nil {
 			return err
 		}
-		if err := Populate(strings.TrimSuffix(dir, extraSuffix()), cache); err != nil {
+		if err := Populate(strings.TrimSuffix(dir, extraSuffix()), w.cache); err != nil {
 			return err
 		}
 	}
+	if err := w.compile(ctx, goroot, env, report, extra); err != nil {
+		return err
+	}
+	return seal(w.cache, dir)
+}
+
+// seedWork is a seed build's work directory: the cache it fills and the
+// programs whose builds fill it.
+type seedWork struct {
+	dir, cache, tmp  string
+	src, hello, race string // the seed's module, a hello world, a race test
+}
+
+// newSeedWork lays out the work directory dir: an empty cache and the
+// programs' sources.
+func newSeedWork(dir string) (seedWork, error) {
+	w := seedWork{dir: dir, cache: filepath.Join(dir, "gocache"), tmp: filepath.Join(dir, "tmp"),
+		src: filepath.Join(dir, "src"), hello: filepath.Join(dir, "hello"), race: filepath.Join(dir, "race")}
+	files := map[string]string{
+		filepath.Join(w.src, "go.mod"):        seedMod,
+		filepath.Join(w.src, "main.go"):       seedMain,
+		filepath.Join(w.src, "main_test.go"):  seedTest,
+		filepath.Join(w.hello, "main.go"):     helloMain,
+		filepath.Join(w.race, "go.mod"):       "module race\n\ngo 1.24\n",
+		filepath.Join(w.race, "race_test.go"): raceTest,
+	}
+	for _, d := range []string{w.cache, w.src, w.tmp, w.hello, w.race} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return w, err
+		}
+	}
+	for name, body := range files {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// resume puts what an unfinished build of this seed compiled (for the
+// extra seed: the base seed's entries too), kept at resume, in place of
+// the empty cache. It reports whether there was any.
+func (w seedWork) resume(resume string) (bool, error) {
+	if _, err := os.Stat(resume); err != nil {
+		return false, nil
+	}
+	if err := os.Remove(w.cache); err != nil {
+		return false, err
+	}
+	if err := os.Rename(resume, w.cache); err != nil {
+		return false, fmt.Errorf("resume the seed build: %w", err)
+	}
+	return true, nil
+}
+
+// seedStep is one go command of a seed build.
+type seedStep struct {
+	dir  string
+	args []string
+	what string
+	env  []string
+}
+
+// steps are the go commands that fill the cache: the base seed's, or the
+// extra seed's.
+func (w seedWork) steps(extra bool) []seedStep {
+	if !extra {
+		return []seedStep{
+			{w.hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run", nil},
+			{w.src, []string{"build", "-v", "-o", filepath.Join(w.dir, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
+			{w.src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
+			{w.src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
+			// Per-test results of a plain go test (Test2json): built here
+			// once, not in every sandbox's first go test.
+			{w.hello, []string{"build", "-o", filepath.Join(w.cache, Test2json), "cmd/test2json"}, "building test2json for go test's per-test results", nil},
+		}
+	}
+	// What the extra seed adds; the base packages it needs are compiled
+	// again here (their cache entries are the base seed's and are
+	// skipped when linking).
+	steps := []seedStep{
+		{w.src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
+		// go tool test2json is built on first use since Go 1.24; a
+		// session runs it where the seed's own build (Test2json) is
+		// missing, and so may a user.
+		{w.hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
+	}
+	if raceCapable() {
+		steps = append(steps, seedStep{w.race, []string{"test", "-count=1", "-race", "."}, "compiling the race-instrumented runtime for go test -race", []string{"CGO_ENABLED=1"}})
+	}
+	return steps
+}
+
+// compile runs the steps with the environment the sandbox's go command
+// sees, except for where the caches and temporary files live (which are
+// not part of any action ID), reporting how far it is.
+func (w seedWork) compile(ctx context.Context, goroot string, env []string, report func(goruntime.Progress), extra bool) error {
 	runEnv := append(append([]string{}, env...),
-		"GOCACHE="+cache, "TMPDIR="+tmp, "HOME="+work, "GOPATH="+filepath.Join(work, "gopath"))
+		"GOCACHE="+w.cache, "TMPDIR="+w.tmp, "HOME="+w.dir, "GOPATH="+filepath.Join(w.dir, "gopath"))
 	goCmd := filepath.Join(goroot, "bin", "go")
 	// What the build compiles, to say how far it is: go build -v names
 	// each package as it compiles it.
 	want := map[string]bool{}
 	list := exec.CommandContext(ctx, goCmd, "list", "-deps", "-test", "-f", "{{.ImportPath}}", ".")
 	var listed bytes.Buffer
-	list.Dir, list.Env, list.Stdout = src, runEnv, &listed
+	list.Dir, list.Env, list.Stdout = w.src, runEnv, &listed
 	if err := procgroup.Run(list); err == nil {
 		for _, p := range strings.Fields(listed.String()) {
 			want[p] = true
 		}
 	}
-	steps := []struct {
-		dir  string
-		args []string
-		what string
-		env  []string
-	}{
-		{hello, []string{"run", "-v", "main.go"}, "compiling the standard library for go run", nil},
-		{src, []string{"build", "-v", "-o", filepath.Join(work, "seed.bin"), "."}, "compiling 45 common standard packages for go build", nil},
-		{src, []string{"test", "-count=1", "-short", "."}, "compiling the testing packages for go test", nil},
-		{src, []string{"vet", "."}, "analysing the standard packages for go vet", nil},
-		// Per-test results of a plain go test (Test2json): built here
-		// once, not in every sandbox's first go test.
-		{hello, []string{"build", "-o", filepath.Join(cache, Test2json), "cmd/test2json"}, "building test2json for go test's per-test results", nil},
-	}
-	if extra {
-		// What the extra seed adds; the base packages it needs are
-		// compiled again here (their cache entries are the base seed's
-		// and are skipped when linking).
-		steps = steps[:0]
-		steps = append(steps, []struct {
-			dir  string
-			args []string
-			what string
-			env  []string
-		}{
-			{src, []string{"test", "-count=1", "-short", "-cover", "."}, "compiling the coverage runtime for go test -cover", nil},
-			// go tool test2json is built on first use since Go 1.24;
-			// a session runs it where the seed's own build (Test2json)
-			// is missing, and so may a user.
-			{hello, []string{"tool", "test2json"}, "building go tool test2json", nil},
-		}...)
-	}
-	if extra && raceCapable() {
-		steps = append(steps, struct {
-			dir  string
-			args []string
-			what string
-			env  []string
-		}{race, []string{"test", "-count=1", "-race", "."}, "compiling the race-instrumented runtime for go test -race", []string{"CGO_ENABLED=1"}})
-	}
+	steps := w.steps(extra)
 	compiled := 0
 	for i, st := range steps {
 		p := goruntime.Progress{Stage: Stage, Message: st.what, Step: i + 1, Steps: len(steps), Done: compiled, Total: len(want)}
@@ -165,10 +188,17 @@ func buildSeed(ctx context.Context, root, dir, goroot string, env []string, repo
 	// go test and go vet compile without naming packages (they have no
 	// build -v), so the count stops short of the total: say it is through.
 	report(goruntime.Progress{Stage: Stage, Message: "compiled", Step: len(steps), Steps: len(steps), Done: len(want), Total: len(want)})
+	return nil
+}
+
+// seal makes the built cache the seed dir: without what must stay per
+// sandbox, read-only (executables runnable), seedOwner's when we run as
+// root, renamed into place and marked complete.
+func seal(cache, dir string) error {
 	// Drop what must stay per sandbox: trim bookkeeping is written fresh.
 	_ = os.Remove(filepath.Join(cache, "trim.txt"))
 	root0 := os.Geteuid() == 0
-	err = filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
