@@ -69,11 +69,6 @@ func (b *Backend) own(sb goruntime.Sandbox) (*Sandbox, error) {
 	return s, nil
 }
 
-func snapshotOf(m snapshotstore.Meta) goruntime.Snapshot {
-	return goruntime.Snapshot{ID: m.ID, Owner: m.Owner, Labels: maps.Clone(m.Labels), Created: m.Created.UTC(),
-		Expires: m.Expires.UTC(), Bytes: m.Bytes, Method: m.Method}
-}
-
 // snapshotRoute returns the client of s's runtime server, over the
 // route commands take; ConnectivityRouter has none.
 func (s *Sandbox) snapshotRoute(ctx context.Context, what string) (interface {
@@ -191,7 +186,7 @@ func (b *Backend) Snapshot(ctx context.Context, owner string, sb goruntime.Sandb
 	}
 	b.opts.Logger.InfoContext(ctx, "agent-sandbox snapshot taken", "snapshot", m.ID, "claim", s.id, "bytes", m.Bytes,
 		"duration_ms", time.Since(start).Milliseconds())
-	return snapshotOf(m), nil
+	return m.Snapshot(), nil
 }
 
 // openSnapshot returns the store and owner's snapshot id, or the
@@ -311,18 +306,10 @@ func (b *Backend) ListSnapshots(ctx context.Context, owner string) ([]goruntime.
 	if err != nil {
 		return nil, err
 	}
-	if _, err := st.Prune(); err != nil {
+	out, err := st.Snapshots(owner)
+	if err != nil {
 		return nil, fmt.Errorf("agent-sandbox: list snapshots: %w", err)
 	}
-	ms, err := st.List(owner)
-	if err != nil {
-		return nil, fmt.Errorf("agent-sandbox: %w", err)
-	}
-	out := make([]goruntime.Snapshot, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, snapshotOf(m))
-	}
-	goruntime.SortSnapshots(out)
 	return out, nil
 }
 

@@ -61,11 +61,6 @@ func (b *Backend) own(sb goruntime.Sandbox) (*Sandbox, error) {
 	return s, nil
 }
 
-func snapshotOf(m snapshot.Meta) goruntime.Snapshot {
-	return goruntime.Snapshot{ID: m.ID, Owner: m.Owner, Labels: maps.Clone(m.Labels), Created: m.Created.UTC(),
-		Expires: m.Expires.UTC(), Bytes: m.Bytes, Method: m.Method}
-}
-
 // takeQuiet copies s's files into t while nothing runs in s.
 func (b *Backend) takeQuiet(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
 	const what = "take a snapshot"
@@ -113,7 +108,7 @@ func (b *Backend) Snapshot(ctx context.Context, owner string, sb goruntime.Sandb
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot of %s: %w", s.meta.ID, err)
 	}
 	b.opts.Logger.InfoContext(ctx, "local sandbox snapshot taken", "snapshot", m.ID, "sandbox", s.meta.ID, "bytes", m.Bytes, "method", m.Method)
-	return snapshotOf(m), nil
+	return m.Snapshot(), nil
 }
 
 // openSnapshot returns owner's snapshot id, or the not-found error.
@@ -295,18 +290,10 @@ func (b *Backend) Restore(ctx context.Context, owner string, sb goruntime.Sandbo
 // ListSnapshots returns owner's live snapshots, oldest first.
 func (b *Backend) ListSnapshots(ctx context.Context, owner string) ([]goruntime.Snapshot, error) {
 	st := b.snapshots()
-	if _, err := st.Prune(); err != nil {
+	out, err := st.Snapshots(owner)
+	if err != nil {
 		return nil, fmt.Errorf("local backend: list snapshots: %w", err)
 	}
-	ms, err := st.List(owner)
-	if err != nil {
-		return nil, fmt.Errorf("local backend: %w", err)
-	}
-	out := make([]goruntime.Snapshot, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, snapshotOf(m))
-	}
-	goruntime.SortSnapshots(out)
 	return out, nil
 }
 
