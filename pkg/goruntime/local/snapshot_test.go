@@ -217,7 +217,14 @@ func checkSnapshotConfined(ctx context.Context, b *local.Backend, orig goruntime
 		return err
 	}
 	defer b.DeleteSnapshot(ctx, snapOwner, snap.ID)
-	entry, err := snapRun(ctx, orig, `cd "$(go env GOCACHE)" && find . -type f -user "$(id -u)" | head -1`)
+	// A directory of the cache holding an entry of the sandbox's own and
+	// no subdirectory: an executable the seed cached (<hash>-d/<name>,
+	// read-only and not the sandbox's) cannot be removed to plant a link.
+	entry, err := snapRun(ctx, orig, `cd "$(go env GOCACHE)" && for d in ??; do
+		[ -z "$(find "$d" -mindepth 1 -type d -print -quit)" ] || continue
+		f=$(find "$d" -type f -user "$(id -u)" -print -quit)
+		[ -n "$f" ] && { echo "$f"; break; }
+	done`)
 	if err != nil {
 		return err
 	}
