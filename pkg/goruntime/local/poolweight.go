@@ -1,0 +1,112 @@
+package local
+
+import "github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
+
+// The CPU weight of the warm pool's sandboxes (the weights themselves:
+// internal/cgroups weight.go), decided here alone. A pool start runs at
+// the low background weight, so that it takes little CPU time from the
+// sandboxes running: the pool refills right after a claim, beside the
+// claiming session's first command. While an Open waits for the start
+// (take: a fresh process's first Open, while its pool fills for the
+// first time), the start is that Open's as much as a start of its own
+// would be, and it has the full weight: at the low weight, on a busy
+// host, the first Open of a fresh mcp-server waited for a start that
+// every other task outweighed sixteen to one. When no Open waits for it
+// any more (one took another sandbox, or gave up), it is low again. A
+// claimed sandbox has the full weight for good (claimed).
+
+// poolStart is one warm-pool start under way (warmPool.start): its
+// cgroup once made (opening.cgroup), and how many Opens wait for it.
+// warmPool.weights guards its fields.
+type poolStart struct {
+	cg      *cgroups.Cgroup // nil until made
+	waiters int             // Opens waiting for it (waitFor)
+	full    bool            // its cgroup has the full CPU weight
+	ended   bool            // it was offered to the pool, or failed: no longer the starts' to weigh
+}
+
+// began registers a pool start under way.
+func (p *warmPool) began() *poolStart {
+	ps := &poolStart{}
+	p.weights.Lock()
+	defer p.weights.Unlock()
+	p.starting = append(p.starting, ps)
+	return ps
+}
+
+// made records ps's cgroup, made at the background weight: at once the
+// full weight if an Open waits for ps already. madeHook (tests) runs
+// after it, outside the lock.
+func (p *warmPool) made(ps *poolStart, cg *cgroups.Cgroup) {
+	p.weights.Lock()
+	ps.cg = cg
+	p.weigh(ps)
+	hook := p.madeHook
+	p.weights.Unlock()
+	if hook != nil {
+		hook(cg)
+	}
+}
+
+// ended takes ps off the starts under way, before its cgroup goes (a
+// failed start) or its sandbox joins the pool: a claim then gives the
+// sandbox its weight (claimed). It may be called more than once.
+func (p *warmPool) ended(ps *poolStart) {
+	p.weights.Lock()
+	defer p.weights.Unlock()
+	ps.ended = true
+	for i, s := range p.starting {
+		if s == ps {
+			p.starting = append(p.starting[:i], p.starting[i+1:]...)
+			break
+		}
+	}
+}
+
+// waitFor hears that an Open waits for the pool's next sandbox
+// (spares' OnWait, from take): it gives the oldest start under way that
+// no other Open waits for (or, were there none, the oldest) the full CPU
+// weight, until the returned func says the Open no longer waits.
+func (p *warmPool) waitFor() (done func()) {
+	p.weights.Lock()
+	defer p.weights.Unlock()
+	var ps *poolStart
+	for _, s := range p.starting {
+		if ps == nil || s.waiters < ps.waiters {
+			ps = s
+		}
+	}
+	if ps == nil {
+		return nil
+	}
+	ps.waiters++
+	p.weigh(ps)
+	return func() {
+		p.weights.Lock()
+		defer p.weights.Unlock()
+		ps.waiters--
+		p.weigh(ps)
+	}
+}
+
+// weigh gives ps's cgroup the full CPU weight while an Open waits for
+// it, and the background weight otherwise, until ps ends. p.weights must
+// be held: a weight written follows the latest waiters.
+func (p *warmPool) weigh(ps *poolStart) {
+	full := ps.waiters > 0
+	if ps.cg == nil || ps.ended || full == ps.full {
+		return
+	}
+	set := ps.cg.Background
+	if full {
+		set = ps.cg.Foreground
+	}
+	if err := set(p.b.opts.CPUs); err != nil {
+		p.b.opts.Logger.Warn("local backend: could not change the CPU weight of a warm pool start", "full", full, "err", err)
+		return
+	}
+	ps.full = full
+}
+
+// claimed gives s, claimed from the pool, the full CPU weight for good.
+func (p *warmPool) claimed(s *Sandbox) error { return s.meta.Cgroup.Foreground(p.b.opts.CPUs) }
