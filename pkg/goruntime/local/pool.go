@@ -93,10 +93,11 @@ type warmPool struct {
 	closed      bool
 	done        chan struct{} // closed by close
 
-	// weights guards starting, every poolStart's fields and the CPU
-	// weight writes of the starts under way (poolweight.go).
+	// weights guards starting, waiters, their fields and the CPU weight
+	// writes of the starts under way (poolweight.go).
 	weights  sync.Mutex
-	starting []*poolStart // the starts under way, oldest first
+	starting []*poolStart  // the starts under way, oldest first
+	waiters  []*poolWaiter // the Opens waiting for a start (take)
 	// madeHook, when set, hears that a start's cgroup was made, its CPU
 	// weight set, and may hold the start (tests: HoldPoolStarts).
 	madeHook func(cg *cgroups.Cgroup)
