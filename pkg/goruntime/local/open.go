@@ -29,8 +29,8 @@ func startSlots() int { return 2*runtime.NumCPU() + 2 }
 // open starts a sandbox. pooled, for the warm pool's start, is that
 // start: it runs at the lowest CPU weight unless an Open waits for it,
 // and claiming the sandbox gives it the full weight (poolweight.go);
-// nil for any other start. idleExit, when
-// positive, is its runtime server's --idle-exit (a handle's sandbox).
+// nil for any other start. idleExit, when positive, is its runtime
+// server's --idle-exit (a handle's sandbox).
 // The start is a few named steps (opening), each pushing the undo of
 // what it made: a step that fails undoes every earlier one, last first.
 func (b *Backend) open(ctx context.Context, pooled *poolStart, idleExit time.Duration) (*Sandbox, error) {

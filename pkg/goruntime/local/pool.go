@@ -35,9 +35,9 @@ import (
 // for it. A pool start runs at a low CPU weight, so that it takes little
 // from the sandboxes running, but at the full weight while an Open waits
 // for it, and a claimed sandbox has the full weight (poolweight.go). A
-// start that
-// fails backs the pool off (poolRetryMin doubling up to poolRetryMax) and
-// never blocks Open, which then starts its sandbox itself. An Open that
+// start that fails backs the pool off (poolRetryMin doubling up to
+// poolRetryMax) and never blocks Open, which then starts its sandbox
+// itself. An Open that
 // finds no sandbox ready grows the pool for a while (grow). Backend.Close
 // ends the pool and the sandboxes in it.
 

@@ -19,7 +19,11 @@ import (
 // any more (one took another sandbox, or gave up), it is low again; an
 // Open whose start ended waits, until it takes a sandbox, for another
 // start under way, which it weighs instead. A claimed sandbox has the
-// full weight for good (claimed).
+// full weight for good (claimed). (A start that joins the pool while an
+// Open waits for it keeps the full weight there, running nothing, if
+// that Open then takes another sandbox or gives up: the weight of an
+// idle sandbox takes nothing from anyone, and its claim would raise it
+// again.)
 
 // poolStart is one warm-pool start under way (warmPool.start): its
 // cgroup once made (opening.cgroup), and how many Opens wait for it.
