@@ -293,3 +293,109 @@ func TestCPUWeightFollowsCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestCPUWeightWarmPoolWaited: a warm-pool start that an Open waits for
+// (a fresh process's first Open, while its pool fills) has the full CPU
+// weight while the Open waits, and the low weight again once it no
+// longer does; a start that no Open waits for keeps the low weight, and
+// the sandbox the Open then claims has the full weight. Each pool start
+// is held, once its cgroup is made, until the test has read it.
+func TestCPUWeightWarmPoolWaited(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs to tell a sandbox's weight from one task's")
+	}
+	opts := poolOptions(1)
+	opts.CPUs = 2
+	b := newBackend(t, opts)
+	waitPool(t, b, 1)
+	made, release := local.HoldPoolStarts(b)
+	t.Cleanup(release) // before the backend's close, which waits for the start
+	openSession(t, b)  // claims the pool's sandbox: the pool refills with a held start
+	var dir string
+	select {
+	case dir = <-made:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no warm pool start made its cgroup within 3 minutes of a claim")
+	}
+	if dir == "" {
+		t.Skip("no cpu controller: the backend sets no CPU limits here")
+	}
+	// weighs waits until the start's cgroup weighs want(one task's
+	// weight) (an Open counts as waiting just before it weighs the start),
+	// for a minute at most.
+	weighs := func(want func(one int) int, what string) {
+		t.Helper()
+		file, one := "cpu.shares", 1024
+		if _, err := os.Stat(filepath.Join(dir, "cpu.weight")); err == nil {
+			file, one = "cpu.weight", 100
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			v, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := strconv.Atoi(strings.TrimSpace(string(v)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w == want(one) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s weighs %d, want %d", what, w, want(one))
+				return
+			}
+		}
+	}
+	low := func(one int) int { return one / 16 }
+	full := func(one int) int { return 2 * one } // 2 CPUs
+	waiting := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); local.WarmPoolWaiting(b) != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d Opens wait for the warm pool's start after a minute, want %d", local.WarmPoolWaiting(b), n)
+			}
+		}
+	}
+	type opened struct {
+		s   *goruntime.Session
+		err error
+	}
+	open := func(ctx context.Context) <-chan opened {
+		ch := make(chan opened, 1)
+		go func() {
+			s, err := goruntime.Open(ctx, b, goruntime.Options{})
+			ch <- opened{s, err}
+		}()
+		return ch
+	}
+
+	weighs(low, "a warm pool start no Open waits for")
+
+	// An Open waits for the start, then gives up.
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := open(ctx)
+	waiting(1)
+	weighs(full, "a warm pool start an Open waits for")
+	cancel()
+	if r := <-gaveUp; r.err == nil {
+		_ = r.s.Close(context.Background()) // it started its own before it saw ctx end
+	}
+	waiting(0)
+	weighs(low, "a warm pool start no Open waits for any more")
+
+	// An Open waits for the start and claims its sandbox.
+	claiming := open(t.Context())
+	waiting(1)
+	weighs(full, "a warm pool start an Open waits for")
+	release()
+	r := <-claiming
+	if r.err != nil {
+		t.Fatalf("open: %v", r.err)
+	}
+	defer r.s.Close(context.Background())
+	if w, _, one := cpuWeightOf(t, b, r.s.ID()); w != 2*one {
+		t.Errorf("sandbox claimed from the waited-for start weighs %d, want %d (2 CPUs)", w, 2*one)
+	}
+	mustOK(t, r.s, goruntime.Request{Files: helloFiles, Command: "go run main.go"})
+}

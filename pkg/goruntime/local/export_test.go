@@ -3,6 +3,8 @@ package local
 import (
 	"sync"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 )
 
 // SetFileCallDeadlines gives b's file calls (list, read, upload, unpack)
@@ -97,4 +99,23 @@ func WarmPoolClaim(b *Backend) string {
 		return s.meta.ID
 	}
 	return ""
+}
+
+// HoldPoolStarts holds each warm-pool start of b begun from now on once
+// its cgroup is made and weighed: it sends the cgroup's CPU directory
+// ("" without a cpu controller) on made, then waits until release is
+// called. release may be called more than once.
+func HoldPoolStarts(b *Backend) (made <-chan string, release func()) {
+	ch := make(chan string, 16)
+	held := make(chan struct{})
+	b.pool.weights.Lock()
+	defer b.pool.weights.Unlock()
+	b.pool.madeHook = func(cg *cgroups.Cgroup) {
+		select {
+		case ch <- cg.CPU:
+		default:
+		}
+		<-held
+	}
+	return ch, sync.OnceFunc(func() { close(held) })
 }

@@ -80,7 +80,7 @@ func (b *Backend) createHandle(ctx context.Context, owner string, spec goruntime
 		defer tarball.Close()
 	}
 	b.handles.reap(ctx)
-	s, err := b.open(ctx, false, spec.TTL)
+	s, err := b.open(ctx, nil, spec.TTL)
 	if err != nil {
 		return goruntime.Handle{}, nil, err
 	}

@@ -26,12 +26,14 @@ import (
 // servers past 15 s.
 func startSlots() int { return 2*runtime.NumCPU() + 2 }
 
-// open starts a sandbox. A pooled one (for the warm pool) starts at the
-// lowest CPU weight; claiming it gives it the full weight. idleExit, when
-// positive, is its runtime server's --idle-exit (a handle's sandbox).
+// open starts a sandbox. pooled, for the warm pool's start, is that
+// start: it runs at the lowest CPU weight unless an Open waits for it,
+// and claiming the sandbox gives it the full weight (poolweight.go);
+// nil for any other start. idleExit, when positive, is its runtime
+// server's --idle-exit (a handle's sandbox).
 // The start is a few named steps (opening), each pushing the undo of
 // what it made: a step that fails undoes every earlier one, last first.
-func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration) (*Sandbox, error) {
+func (b *Backend) open(ctx context.Context, pooled *poolStart, idleExit time.Duration) (*Sandbox, error) {
 	o := &opening{b: b, ctx: ctx, pooled: pooled, idleExit: idleExit}
 	if err := o.run(o.startSlot, o.storage, o.cgroup, o.logs, o.gate, o.release, o.ready, o.record); err != nil {
 		return nil, err
@@ -45,7 +47,7 @@ func (b *Backend) open(ctx context.Context, pooled bool, idleExit time.Duration)
 type opening struct {
 	b        *Backend
 	ctx      context.Context
-	pooled   bool
+	pooled   *poolStart // the warm pool's start this is, or nil
 	idleExit time.Duration
 
 	seed   string // the seed build cache, or while it builds an empty one
@@ -148,14 +150,20 @@ func (o *opening) storage() error {
 	return nil
 }
 
-// cgroup makes the sandbox's cgroup, within the memory budget (budget.go).
+// cgroup makes the sandbox's cgroup, within the memory budget (budget.go);
+// a pool start's is then the pool's to weigh until the start ends
+// (poolweight.go).
 func (o *opening) cgroup() error {
-	cg, err := o.b.budget.newCgroup(o.ctx, o.id, o.pooled)
+	cg, err := o.b.budget.newCgroup(o.ctx, o.id, o.pooled != nil)
 	if err != nil {
 		return err
 	}
 	o.cg = cg
 	o.undo(func() { _ = cg.Remove() })
+	if o.pooled != nil {
+		o.undo(func() { o.b.pool.ended(o.pooled) }) // before the cgroup goes
+		o.b.pool.made(o.pooled, cg)
+	}
 	return nil
 }
 
@@ -275,11 +283,12 @@ func (o *opening) ready() error {
 	s := &Sandbox{b: b, l: o.l, cl: o.l.client(serverUID(o.st.uid), b.opts.OutputBytes), lifeline: o.lifeW, exited: o.exited, log: o.logr}
 	o.s = s
 	o.undo(func() { s.cl.Close() })
-	// A pool start runs at a low CPU weight (cgroups.Limits.Background):
-	// under contention it may take longer than an Open's start would, and
-	// is bounded by the pool's own poolStartTime (ctx) instead.
+	// A pool start runs at a low CPU weight (cgroups.Limits.Background)
+	// while no Open waits for it: under contention it may take longer
+	// than an Open's start would, and is bounded by the pool's own
+	// poolStartTime (ctx) instead.
 	wait := b.opts.StartTimeout
-	if o.pooled {
+	if o.pooled != nil {
 		wait = poolStartTime
 	}
 	if err := o.waitReady(wait); err != nil {

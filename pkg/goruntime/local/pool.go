@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/spares"
 )
 
@@ -31,9 +32,12 @@ import (
 // claim is settling then (primed):
 // a lone start is ready sooner than one of two side by side (~90 against
 // ~130 ms on 2 slow vCPUs), and the first Open of a fresh process waits
-// for it. A start that
-// fails backs the pool off (poolRetryMin doubling up to poolRetryMax) and
-// never blocks Open, which then starts its sandbox itself. An Open that
+// for it. A pool start runs at a low CPU weight, so that it takes little
+// from the sandboxes running, but at the full weight while an Open waits
+// for it, and a claimed sandbox has the full weight (poolweight.go). A
+// start that fails backs the pool off (poolRetryMin doubling up to
+// poolRetryMax) and never blocks Open, which then starts its sandbox
+// itself. An Open that
 // finds no sandbox ready grows the pool for a while (grow). Backend.Close
 // ends the pool and the sandboxes in it.
 
@@ -88,6 +92,15 @@ type warmPool struct {
 	shrinkAfter time.Duration
 	closed      bool
 	done        chan struct{} // closed by close
+
+	// weights guards starting, waiters, their fields and the CPU weight
+	// writes of the starts under way (poolweight.go).
+	weights  sync.Mutex
+	starting []*poolStart  // the starts under way, oldest first
+	waiters  []*poolWaiter // the Opens waiting for a start (take)
+	// madeHook, when set, hears that a start's cgroup was made, its CPU
+	// weight set, and may hold the start (tests: HoldPoolStarts).
+	madeHook func(cg *cgroups.Cgroup)
 }
 
 func newWarmPool(b *Backend, size int) *warmPool {
@@ -99,6 +112,7 @@ func newWarmPool(b *Backend, size int) *warmPool {
 		RetryMax: poolRetryMax,
 		OnError:  p.startFailed,
 		OnReady:  p.offered,
+		OnWait:   p.waitFor,
 	})
 	return p
 }
@@ -112,7 +126,7 @@ func (p *warmPool) claim() *Sandbox {
 		if !ok {
 			return nil
 		}
-		if s.check() == nil && s.serverState() == "running" && s.meta.Cgroup.Foreground(s.b.opts.CPUs) == nil {
+		if s.check() == nil && s.serverState() == "running" && p.claimed(s) == nil {
 			return s
 		}
 		closeDead := func() { _ = s.Close(context.Background()) }
@@ -124,7 +138,8 @@ func (p *warmPool) claim() *Sandbox {
 
 // take claims a sandbox from the pool. When none is ready it grows the
 // pool, and when a pool start is under way that no other Open waits for,
-// it waits for the pool's next sandbox, at most wait (or until ctx ends):
+// it waits for the pool's next sandbox, at most wait (or until ctx ends),
+// giving a start it waits for the full CPU weight meanwhile (waitFor):
 // that start is further along than a start of the caller's own would be,
 // and a third start beside the pool's two (a fresh process's first Open,
 // while its pool fills) slows them all on a small host. It returns nil
@@ -185,9 +200,11 @@ func (p *warmPool) startFailed(err error, wait time.Duration) {
 
 // start starts one sandbox by the ordinary path and warms it up.
 func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
+	ps := p.began()
+	defer p.ended(ps) // a failed open has ended it before its cgroup went
 	sctx, cancel := context.WithTimeout(ctx, poolStartTime)
 	defer cancel()
-	s, err := p.b.open(sctx, true, 0)
+	s, err := p.b.open(sctx, ps, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +215,7 @@ func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
 		err = errors.New("warm-up command exited " + res.Stderr)
 	}
 	if err != nil {
+		p.ended(ps)
 		_ = s.Close(context.Background())
 		return nil, err
 	}
@@ -250,7 +268,7 @@ func (b *Backend) openSandbox(ctx context.Context) (*Sandbox, error) {
 		b.opts.Logger.DebugContext(ctx, "local sandbox claimed from the warm pool", "id", s.meta.ID)
 		return s, nil
 	}
-	s, err := b.open(ctx, false, 0)
+	s, err := b.open(ctx, nil, 0)
 	if err == nil {
 		b.pool.refillAfter(s) // fills the pool once the seed is complete
 	}

@@ -135,7 +135,7 @@ func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime
 // first, so it stays readable should the snapshot be deleted meanwhile).
 func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
 	if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
-		return b.open(withLower(ctx, m), false, 0)
+		return b.open(withLower(ctx, m), nil, 0)
 	}
 	r, err := b.snapshotFiles(ctx, m)
 	if err != nil {
@@ -226,7 +226,7 @@ func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.Fork
 		if spec.Handle != nil {
 			return b.createHandle(ctx, owner, *spec.Handle, "")
 		}
-		sb, err := b.open(ctx, false, 0)
+		sb, err := b.open(ctx, nil, 0)
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}

@@ -27,8 +27,10 @@ import (
 // in the background, right after a claim, when the session that claimed
 // is about to run its first command. It starts at a sixteenth of one
 // task's weight, so it takes little CPU time from running sandboxes, and
-// gets its full weight when it is claimed. (The backend's refill also
-// waits for the claiming session's first commands: local's pool.go.)
+// gets its full weight when it is claimed, or while an Open waits for
+// its start (a fresh process's first Open: that start is then the
+// caller's own). (The backend's refill also waits for the claiming
+// session's first commands: local's pool.go and poolweight.go.)
 // These weights count only against sibling sandboxes, not against the
 // host's other processes, so a busy host does not starve the pool more
 // than it slows any sandbox.
@@ -66,7 +68,17 @@ func cpuWeight(v2 bool, cpus int, background bool) string {
 // Foreground gives a sandbox started in the background (see
 // Limits.Background) the full CPU weight of cpus CPUs. A cgroup
 // without a CPU controller or limit is left alone.
-func (cg *Cgroup) Foreground(cpus int) error {
+func (cg *Cgroup) Foreground(cpus int) error { return cg.setWeight(cpus, false) }
+
+// Background gives a sandbox allowed cpus CPUs the low CPU weight of one
+// started in the background again (the warm pool's start that an Open
+// waited for and no longer does). A cgroup without a CPU controller or
+// limit is left alone.
+func (cg *Cgroup) Background(cpus int) error { return cg.setWeight(cpus, true) }
+
+// setWeight writes the CPU weight of a sandbox allowed cpus CPUs, in the
+// background or not (cpuWeight).
+func (cg *Cgroup) setWeight(cpus int, background bool) error {
 	if cg.CPU == "" || cpus <= 0 {
 		return nil
 	}
@@ -75,7 +87,7 @@ func (cg *Cgroup) Foreground(cpus int) error {
 		file = "cpu.weight"
 	}
 	p := filepath.Join(cg.CPU, file)
-	if err := os.WriteFile(p, []byte(cpuWeight(cg.V2, cpus, false)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(cpuWeight(cg.V2, cpus, background)), 0o644); err != nil {
 		return fmt.Errorf("set CPU weight %s: %w", p, err)
 	}
 	return nil

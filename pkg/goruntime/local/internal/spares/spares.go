@@ -54,6 +54,11 @@ type Config[T any] struct {
 	// OnReady hears, outside the pool's lock, that a made item joined the
 	// pool's own shelf, now holding ready items.
 	OnReady func(ready int)
+	// OnWait, when set, hears, outside the pool's lock, that a TakeWait
+	// begins to wait for a fill under way; the func it returns (nil:
+	// none) runs when that TakeWait returns, after its take. The warm
+	// pool gives the start an Open waits for the full CPU weight.
+	OnWait func() (done func())
 }
 
 // Pool keeps up to its target of items ready. Its methods are safe for
@@ -229,10 +234,18 @@ func (p *Pool[T]) Take() (T, bool) {
 // TakeWait takes an item with take (Take, or one that also checks what
 // it took), and while none is ready and a fill is under way that no
 // other TakeWait waits for, waits for the pool's next item, until ctx
-// or wait ends. false: the caller should make its own.
+// or wait ends (Config.OnWait hears when it begins to wait). false: the
+// caller should make its own.
 func (p *Pool[T]) TakeWait(ctx context.Context, wait time.Duration, take func() (T, bool)) (T, bool) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	waited := false
+	var done func()
+	defer func() {
+		if done != nil {
+			done()
+		}
+	}()
 	for {
 		if item, ok := take(); ok {
 			return item, true
@@ -246,6 +259,10 @@ func (p *Pool[T]) TakeWait(ctx context.Context, wait time.Duration, take func() 
 		p.waiting++
 		changed := p.changed
 		p.mu.Unlock()
+		if !waited && p.cfg.OnWait != nil {
+			done = p.cfg.OnWait()
+		}
+		waited = true
 		var out bool
 		select {
 		case <-changed:

@@ -231,6 +231,40 @@ func TestTakeWaitWaitsForFillUnderWay(t *testing.T) {
 	}
 }
 
+// TestOnWait: OnWait hears each TakeWait that waits for a fill under
+// way, once however long it waits, and its done runs when that TakeWait
+// returns; a TakeWait that does not wait is not heard.
+func TestOnWait(t *testing.T) {
+	g := newGate()
+	var waits, dones atomic.Int64
+	p := New(Config[int]{Make: g.make, OnWait: func() func() {
+		waits.Add(1)
+		return func() { dones.Add(1) }
+	}})
+	defer p.Close(context.Background())
+	if _, ok := p.TakeWait(context.Background(), time.Hour, p.Take); ok || waits.Load() != 0 {
+		t.Fatalf("TakeWait with no fill under way: took %v, OnWait heard %d; want neither", ok, waits.Load())
+	}
+	p.Fill(1)
+	<-g.started
+	got := make(chan bool)
+	go func() {
+		_, ok := p.TakeWait(context.Background(), time.Hour, p.Take)
+		got <- ok
+	}()
+	waitFor(t, "OnWait", func() bool { return waits.Load() == 1 })
+	if dones.Load() != 0 {
+		t.Fatal("OnWait's done ran while its TakeWait still waits")
+	}
+	g.release <- nil
+	if !<-got {
+		t.Fatal("TakeWait did not get the item of the fill it waited for")
+	}
+	if w, d := waits.Load(), dones.Load(); w != 1 || d != 1 {
+		t.Fatalf("OnWait heard %d waits and %d dones, want 1 and 1", w, d)
+	}
+}
+
 func TestTakeWaitEndsWithCtx(t *testing.T) {
 	g := newGate()
 	p := New(Config[int]{Make: g.make})
