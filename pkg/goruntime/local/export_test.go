@@ -3,6 +3,8 @@ package local
 import (
 	"sync"
 	"time"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 )
 
 // SetFileCallDeadlines gives b's file calls (list, read, upload, unpack)
@@ -97,4 +99,12 @@ func WarmPoolClaim(b *Backend) string {
 		return s.meta.ID
 	}
 	return ""
+}
+
+// LayeredInPlace reports whether sb, a sandbox made from a snapshot, is
+// a pool sandbox layered over it while it ran (snappool.go), not a start
+// layered from the outset.
+func LayeredInPlace(sb goruntime.Sandbox) bool {
+	s, ok := sb.(*Sandbox)
+	return ok && s.meta.Disk != nil && s.meta.Disk.LayeredLive
 }

@@ -135,7 +135,7 @@ func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime
 // first, so it stays readable should the snapshot be deleted meanwhile).
 func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
 	if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
-		return b.open(withLower(ctx, m), false, 0)
+		return b.openLayered(ctx, m) // snappool.go
 	}
 	r, err := b.snapshotFiles(ctx, m)
 	if err != nil {
@@ -222,11 +222,10 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 // forkOne opens one fork: layered on m's tree, or filled from the tar t.
 func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.ForkSpec, m snapshot.Meta, t *snapshot.Temp) (goruntime.Handle, goruntime.Sandbox, error) {
 	if m.Method == snapshot.MethodOverlay {
-		ctx = withLower(ctx, m)
 		if spec.Handle != nil {
-			return b.createHandle(ctx, owner, *spec.Handle, "")
+			return b.createHandle(withLower(ctx, m), owner, *spec.Handle, "")
 		}
-		sb, err := b.open(ctx, false, 0)
+		sb, err := b.openLayered(ctx, m) // snappool.go
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}

@@ -69,6 +69,12 @@ type DirLayer struct{ Disk, Tree string }
 // LeftHost): the sandbox's mount namespace copies the mounts from there.
 // On success d.Lower names the tree.
 func (d *Disk) Layer(lay Layout, ls Layers, seed string, uid int) error {
+	return d.layer(lay, ls, seed, uid, overlayUpper, overlayWork)
+}
+
+// layer is Layer with the build cache's overlay's upper and work
+// directories (relative to the disk) cacheUpper and cacheWork.
+func (d *Disk) layer(lay Layout, ls Layers, seed string, uid int, cacheUpper, cacheWork string) error {
 	if uid <= 0 {
 		return errors.New("layer a disk over a snapshot: the sandbox must run as a host uid of its own")
 	}
@@ -122,7 +128,7 @@ func (d *Disk) Layer(lay Layout, ls Layers, seed string, uid int) error {
 	if err := mkdirOwned(d.Dir, lay.Cache, uid); err != nil {
 		return err
 	}
-	opts := "lowerdir=" + filepath.Join(lower, ls.Cache) + ":" + seed + ",upperdir=" + on(overlayUpper) + ",workdir=" + on(overlayWork)
+	opts := "lowerdir=" + filepath.Join(lower, ls.Cache) + ":" + seed + ",upperdir=" + on(cacheUpper) + ",workdir=" + on(cacheWork)
 	err := unix.Mount("sandbox-cache", on(lay.Cache), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",metacopy=on")
 	if errors.Is(err, unix.EINVAL) { // a kernel without metacopy
 		err = unix.Mount("sandbox-cache", on(lay.Cache), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
@@ -229,7 +235,7 @@ func (d Disk) CacheAddedOver(lowerCache string) (files []string, ok bool, err er
 	for _, f := range added {
 		seen[f] = true
 	}
-	upperDir, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, overlayUpper))
+	upperDir, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, d.cacheUpper()))
 	if err != nil {
 		return nil, false, fmt.Errorf("list the build cache's additions: %w", err)
 	}
