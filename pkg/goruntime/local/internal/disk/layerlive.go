@@ -145,13 +145,17 @@ func (d *Disk) layerLive(lay Layout, ls Layers, seed string, uid int, live Live)
 
 // makeLiveCache makes, on the disk at dir, the build cache overlay's
 // upper and work directories of a disk layered live, as Make's template
-// and Claim leave the first: uid's, with Go's trim stamp (trim.txt, now),
-// and the cache's subdirectories root's and writable by any uid (the
-// disk's .cow is root's, mode 0700; inside the sandbox its HOME is its
-// own, mode 0700), so that a merged directory takes their owners and
-// modes rather than the seed's read-only ones.
+// and Claim leave the first: uid's, with Go's trim stamp, and the cache's
+// subdirectories root's and writable by any uid (the disk's .cow is
+// root's, mode 0700; inside the sandbox its HOME is its own, mode 0700),
+// so that a merged directory takes their owners and modes rather than
+// the seed's read-only ones. The subdirectories and the stamp are moved
+// from the seed overlay's upper directory, which the sandbox no longer
+// reaches (nothing but the pool's warm-up, which builds nothing, ran
+// there): the disk then holds what a disk layered from the outset holds,
+// not 256 directories more. One missing there is made.
 func makeLiveCache(dir string, uid int) error {
-	upper := filepath.Join(dir, liveCacheUpper)
+	upper, old := filepath.Join(dir, liveCacheUpper), filepath.Join(dir, overlayUpper)
 	for _, p := range []string{upper, filepath.Join(dir, liveCacheWork)} {
 		if err := os.MkdirAll(p, 0o700); err != nil {
 			return fmt.Errorf("layer a running sandbox's disk: %w", err)
@@ -159,6 +163,9 @@ func makeLiveCache(dir string, uid int) error {
 	}
 	for _, sub := range cacheSubdirs() {
 		p := filepath.Join(upper, sub)
+		if err := os.Rename(filepath.Join(old, sub), p); err == nil {
+			continue
+		}
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return fmt.Errorf("layer a running sandbox's disk: %w", err)
 		}
@@ -167,8 +174,10 @@ func makeLiveCache(dir string, uid int) error {
 		}
 	}
 	stamp := filepath.Join(upper, "trim.txt")
-	if err := os.WriteFile(stamp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o644); err != nil {
-		return fmt.Errorf("layer a running sandbox's disk: stamp the build cache: %w", err)
+	if err := os.Rename(filepath.Join(old, "trim.txt"), stamp); err != nil {
+		if err := os.WriteFile(stamp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o644); err != nil {
+			return fmt.Errorf("layer a running sandbox's disk: stamp the build cache: %w", err)
+		}
 	}
 	for _, p := range []string{upper, stamp} {
 		if err := os.Lchown(p, uid, uid); err != nil {
