@@ -79,7 +79,8 @@ func (b *Backend) layerLive(ctx context.Context, s *Sandbox, m snapshot.Meta) er
 		return fmt.Errorf("local sandbox %s: its runtime server is not in a mount namespace of its own (err %v)", s.meta.ID, err)
 	}
 	var l layout // relative paths
-	live := disk.Live{Disk: gateNS, Sandbox: ownNS, Points: map[string]string{l.app(): appDir, l.home(): homeDir}}
+	live := disk.Live{Disk: gateNS, Sandbox: ownNS, Points: map[string]string{l.app(): appDir, l.home(): homeDir},
+		CacheDirs: stateDir(b.opts.StateDir).cacheDirs()}
 	d := *s.meta.Disk
 	if err := d.LayerLive(diskLayout(), treeLayers(st.Tree(m)), s.seed, s.meta.HostUID, live); err != nil {
 		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)

@@ -18,7 +18,12 @@ package disk
 // cache overlay mounted in the sandbox's HOME, which is why the cache's
 // new overlay has upper and work directories of its own
 // (liveCacheUpper): overlayfs refuses, or warns of undefined behaviour,
-// when another mounted overlay uses an upper or work directory.
+// when another mounted overlay uses an upper or work directory. That
+// upper directory is empty: the cache's 256 subdirectories, writable by
+// the sandbox (the seed's are read-only), come from a lower layer the
+// host makes once and every such disk shares (Live.CacheDirs), between
+// the tree's entries and the seed, rather than 256 directories made (a
+// tenth of a second on a busy host's loop device) on each disk.
 //
 // Every mount is made by this process, as root of the host's user
 // namespace, and with Layer's options (read-only idmapped tree below
@@ -34,6 +39,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +60,10 @@ const (
 type Live struct {
 	Disk, Sandbox *os.File
 	Points        map[string]string
+	// CacheDirs is a directory, root's and reached by root only, that
+	// holds the build cache's subdirectories (made if missing:
+	// cacheDirs), shown below the tree's entries.
+	CacheDirs string
 }
 
 // LayerLive layers d, the disk of a running sandbox of uid whose mount
@@ -69,6 +79,9 @@ func (d *Disk) LayerLive(lay Layout, ls Layers, seed string, uid int, live Live)
 		if p := live.Points[dl.Disk]; !filepath.IsAbs(p) {
 			return fmt.Errorf("layer a running sandbox's disk: no absolute path in the sandbox for %q", dl.Disk)
 		}
+	}
+	if err := cacheDirs(live.CacheDirs); err != nil {
+		return err
 	}
 	l := *d
 	if err := onThreadToEnd(func() error { return l.layerLive(lay, ls, seed, uid, live) }); err != nil {
@@ -113,7 +126,7 @@ func (d *Disk) layerLive(lay Layout, ls Layers, seed string, uid int, live Live)
 	if err := makeLiveCache(d.Dir, uid); err != nil {
 		return err
 	}
-	if err := d.layer(lay, ls, seed, uid, liveCacheUpper, liveCacheWork); err != nil {
+	if err := d.layer(lay, ls, seed, uid, cacheLayer{upper: liveCacheUpper, work: liveCacheWork, between: live.CacheDirs}); err != nil {
 		return err
 	}
 	clones := make([]int, 0, len(ls.Dirs))
@@ -144,45 +157,78 @@ func (d *Disk) layerLive(lay Layout, ls Layers, seed string, uid int, live Live)
 }
 
 // makeLiveCache makes, on the disk at dir, the build cache overlay's
-// upper and work directories of a disk layered live, as Make's template
-// and Claim leave the first: uid's, with Go's trim stamp, and the cache's
-// subdirectories root's and writable by any uid (the disk's .cow is
-// root's, mode 0700; inside the sandbox its HOME is its own, mode 0700),
-// so that a merged directory takes their owners and modes rather than
-// the seed's read-only ones. The subdirectories and the stamp are moved
-// from the seed overlay's upper directory, which the sandbox no longer
-// reaches (nothing but the pool's warm-up, which builds nothing, ran
-// there): the disk then holds what a disk layered from the outset holds,
-// not 256 directories more. One missing there is made.
+// upper and work directories of a disk layered live, the upper one as
+// Claim leaves a disk's: uid's, with Go's trim stamp (now). Its
+// subdirectories come from Live.CacheDirs.
 func makeLiveCache(dir string, uid int) error {
-	upper, old := filepath.Join(dir, liveCacheUpper), filepath.Join(dir, overlayUpper)
+	upper := filepath.Join(dir, liveCacheUpper)
 	for _, p := range []string{upper, filepath.Join(dir, liveCacheWork)} {
 		if err := os.MkdirAll(p, 0o700); err != nil {
 			return fmt.Errorf("layer a running sandbox's disk: %w", err)
 		}
 	}
-	for _, sub := range cacheSubdirs() {
-		p := filepath.Join(upper, sub)
-		if err := os.Rename(filepath.Join(old, sub), p); err == nil {
-			continue
-		}
-		if err := os.Mkdir(p, 0o700); err != nil {
-			return fmt.Errorf("layer a running sandbox's disk: %w", err)
-		}
-		if err := os.Chmod(p, 0o777); err != nil { // past the umask
-			return fmt.Errorf("layer a running sandbox's disk: %w", err)
-		}
-	}
 	stamp := filepath.Join(upper, "trim.txt")
-	if err := os.Rename(filepath.Join(old, "trim.txt"), stamp); err != nil {
-		if err := os.WriteFile(stamp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o644); err != nil {
-			return fmt.Errorf("layer a running sandbox's disk: stamp the build cache: %w", err)
-		}
+	if err := os.WriteFile(stamp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("layer a running sandbox's disk: stamp the build cache: %w", err)
 	}
 	for _, p := range []string{upper, stamp} {
 		if err := os.Lchown(p, uid, uid); err != nil {
 			return fmt.Errorf("layer a running sandbox's disk: give the build cache to uid %d: %w", uid, err)
 		}
+	}
+	return nil
+}
+
+// cacheDirs makes dir, if missing, a read-only layer of the build
+// cache's 256 subdirectories, root's and writable by any uid, as Make's
+// template has them in a disk's upper directory: a merged subdirectory
+// takes their owner and mode, not the seed's (nobody's, read-only), and
+// the sandbox's first write into one copies it up into its own upper
+// directory. dir itself is root's, mode 0700, so that no other uid of
+// the host reaches the subdirectories (overlayfs reads its layers as
+// root); it is made whole under another name and renamed.
+func cacheDirs(dir string) error {
+	if dir == "" {
+		return errors.New("layer a running sandbox's disk: no directory for the build cache's subdirectories")
+	}
+	if fi, err := os.Lstat(dir); err == nil {
+		return checkCacheDirs(dir, fi)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("make the build cache's subdirectories: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, sub := range cacheSubdirs() {
+		p := filepath.Join(tmp, sub)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return fmt.Errorf("make the build cache's subdirectories: %w", err)
+		}
+		if err := os.Chmod(p, 0o777); err != nil { // past the umask
+			return fmt.Errorf("make the build cache's subdirectories: %w", err)
+		}
+	}
+	// Another process may have made it meanwhile: theirs stays.
+	if err := os.Rename(tmp, dir); err != nil {
+		if fi, serr := os.Lstat(dir); serr == nil {
+			return checkCacheDirs(dir, fi)
+		}
+		return fmt.Errorf("make the build cache's subdirectories: %w", err)
+	}
+	return nil
+}
+
+// checkCacheDirs refuses a cacheDirs layer that is not a directory
+// root's and closed to others (MkdirTemp's 0700): its subdirectories are
+// writable by any uid that reaches them, and what it holds shows in
+// every sandbox's build cache.
+func checkCacheDirs(dir string, fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("layer a running sandbox's disk: %s is not a directory root's and closed to others (mode %v): remove it", dir, fi.Mode())
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "ff")); err != nil {
+		return fmt.Errorf("layer a running sandbox's disk: %s lacks the build cache's subdirectories: remove it: %w", dir, err)
 	}
 	return nil
 }
