@@ -4,11 +4,13 @@ package local
 // their own on the host (root, with the disk quota and host uids of
 // their own), a snapshot is a sealed directory tree in the store
 // (pkg/goruntime/internal/snapshotstore's tree.go), and a sandbox made from it (a fork,
-// OpenSnapshot, a handle FromSnapshot) starts with its disk layered over
-// the tree (internal/disk's layers.go): /app and HOME show the tree below
-// an empty upper directory of the sandbox's own, and GOCACHE shows the
+// OpenSnapshot, a handle FromSnapshot) has its disk layered over the
+// tree (internal/disk's layers.go): /app and HOME show the tree below an
+// empty upper directory of the sandbox's own, and GOCACHE shows the
 // tree's build cache entries between its own and the seed. Making one
-// copies nothing; what it changes is copied up into its own disk.
+// copies nothing; what it changes is copied up into its own disk. It is
+// a pool sandbox layered in place when the warm pool has one
+// (snappool.go), else a start layered from the outset (withLower).
 //
 // Elsewhere (a user's memory disks) the method stays copy (snapcopy.go):
 // the files the sandbox's uid must be able to write would have to be

@@ -20,8 +20,9 @@ import (
 // process, ends at its TTL, counts against Options.SnapshotBytes, and is
 // owned as handles are. As root with disks of their own, a snapshot is a
 // sealed tree and the sandboxes made from it are layered on it,
-// copy-on-write (method overlay, snapcow.go); elsewhere it is a tar
-// copied into each (method copy). Either way a snapshot costs what the
+// copy-on-write (method overlay, snapcow.go; pool sandboxes layered in
+// place, snappool.go); elsewhere it is a tar copied into each (method
+// copy). Either way a snapshot costs what the
 // sandbox added (its /app, module cache and build cache over the seed)
 // once; a fork costs that again only with the copy
 // (docs/local-backend.md, "Snapshots and forks").
@@ -130,7 +131,8 @@ func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime
 	return b.openFrom(ctx, m)
 }
 
-// openFrom opens a sandbox holding m's files: layered on its tree, or
+// openFrom opens a sandbox holding m's files: layered on its tree (a
+// pool sandbox layered in place, or a layered start: openLayered), or
 // opened as Open does and filled from its files (the tar is opened
 // first, so it stays readable should the snapshot be deleted meanwhile).
 func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
@@ -219,7 +221,8 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 	return out, nil
 }
 
-// forkOne opens one fork: layered on m's tree, or filled from the tar t.
+// forkOne opens one fork: layered on m's tree (openLayered; a handle is
+// a layered start), or filled from the tar t.
 func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.ForkSpec, m snapshot.Meta, t *snapshot.Temp) (goruntime.Handle, goruntime.Sandbox, error) {
 	if m.Method == snapshot.MethodOverlay {
 		if spec.Handle != nil {
