@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/hostleaks"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -145,6 +146,12 @@ go build -o /tmp/p . && /tmp/p && echo orig >/tmp/mine`)
 			t.Fatalf("a fork lists or reads the host's %s: %q", p, out)
 		}
 	}
+	if out, err := snapRun(ctx, one, `umount /app || umount -l /app || umount "$HOME"`); err == nil {
+		t.Fatalf("a fork unmounted its layered /app or HOME: %q", out)
+	}
+	if got := must(one, `stat -f -c %T /app "$HOME"; cat t/z`); got != "overlayfs\noverlayfs\nd\n" {
+		t.Fatalf("a fork's /app and HOME after it tried to unmount them: %q", got)
+	}
 	for _, tree := range trees {
 		if data, err := os.ReadFile(tree); err != nil || string(data) != "a\n" {
 			t.Fatalf("the snapshot's tree after its forks wrote: %s holds %q, %v", tree, data, err)
@@ -173,5 +180,20 @@ go build -o /tmp/p . && /tmp/p && echo orig >/tmp/mine`)
 	}
 	if got := must(two, stateCmd); got != changed {
 		t.Fatalf("a pooled fork restored to its sibling's snapshot: %q, want %q", got, changed)
+	}
+	// Closed, they leave nothing on the host: the mounts made in their
+	// namespaces go with them, and their disks' loop devices.
+	var recs []hostleaks.Sandbox
+	for _, sb := range []goruntime.Sandbox{one, two, reopened, orig} {
+		recs = append(recs, record(t, sb.(*local.Sandbox)))
+		if err := sb.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if leaks := leaksAfter(opts.StateDir, recs, false); len(leaks) > 0 {
+		t.Fatalf("left on the host after the pooled forks closed:\n%s", strings.Join(leaks, "\n"))
 	}
 }
