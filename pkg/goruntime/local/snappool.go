@@ -30,9 +30,10 @@ import (
 // is under way for it (take, as Open), else a start layered from the
 // outset. A pool sandbox that cannot be layered is closed, and the start
 // made instead.
-func (b *Backend) openLayered(ctx context.Context, m snapshot.Meta) (*Sandbox, error) {
+func (sn snapshotter) openLayered(ctx context.Context, m snapshot.Meta) (*Sandbox, error) {
+	b := sn.b
 	if s := b.pool.take(ctx, b.opts.StartTimeout); s != nil {
-		err := b.layerLive(ctx, s, m)
+		err := sn.layerLive(ctx, s, m)
 		if err == nil {
 			err = b.budget.claim(ctx, s)
 		}
@@ -56,11 +57,12 @@ func (b *Backend) openLayered(ctx context.Context, m snapshot.Meta) (*Sandbox, e
 // layerLive layers the running pool sandbox s over m's tree (snappool.go
 // says how), recording it as the tree's user first, and records its
 // disk's new layers in its state file.
-func (b *Backend) layerLive(ctx context.Context, s *Sandbox, m snapshot.Meta) error {
+func (sn snapshotter) layerLive(ctx context.Context, s *Sandbox, m snapshot.Meta) error {
+	b := sn.b
 	if s.meta.Disk == nil || s.meta.Disk.Memory || !s.meta.Disk.LeftHost || s.seed == "" || s.meta.Disk.Lower != "" {
 		return fmt.Errorf("local sandbox %s: not a pool sandbox on a disk of its own", s.meta.ID)
 	}
-	st := b.snapshots()
+	st := sn.snapshots()
 	if err := st.Use(m, s.meta.ID); err != nil {
 		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
 	}
