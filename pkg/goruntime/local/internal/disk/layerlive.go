@@ -19,7 +19,8 @@ package disk
 // new overlay has upper and work directories of its own
 // (liveCacheUpper): overlayfs refuses, or warns of undefined behaviour,
 // when another mounted overlay uses an upper or work directory. That
-// upper directory is empty: the cache's 256 subdirectories, writable by
+// upper directory holds only Go's trim stamp: the cache's 256
+// subdirectories, writable by
 // the sandbox (the seed's are read-only), come from a lower layer the
 // host makes once and every such disk shares (Live.CacheDirs), between
 // the tree's entries and the seed, rather than 256 directories made (a
