@@ -75,7 +75,7 @@ func (s *Server) run(ctx context.Context, spec execSpec) (*wire.ExecuteResponse,
 		args = []string{script}
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", args...)
-	cmd.Dir = s.root.Dir()
+	cmd.Dir = s.root().Dir()
 	cmd.Env = slices.Clip(s.env) // appends below copy, never touching s.env
 	for k, v := range spec.env {
 		cmd.Env = append(cmd.Env, k+"="+v) // later entries win

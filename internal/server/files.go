@@ -103,7 +103,7 @@ func (s *Server) saveUpload(w http.ResponseWriter, name string, part io.Reader) 
 		validationError(w, "file", "value_error", "the \"file\" part has no filename")
 		return
 	}
-	rel, err := s.root.Resolve(name)
+	rel, err := s.root().Resolve(name)
 	switch {
 	case refused(err):
 		accessDenied(w, err)
@@ -206,7 +206,7 @@ func (s *Server) uploadFailed(w http.ResponseWriter, name string, err error) {
 // descriptor, so a swap between the check and the open changes nothing.
 func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 	notFound := func(msg string) { writeError(w, http.StatusNotFound, wire.CodeNotFound, msg) }
-	rel, err := s.root.Resolve(name)
+	rel, err := s.root().Resolve(name)
 	switch {
 	case refused(err):
 		accessDenied(w, err)
@@ -218,7 +218,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, name string) {
 		notFound("File not found")
 		return
 	}
-	root := s.root.OS()
+	root := s.root().OS()
 	// Stat first, so a special file is refused without being opened at all
 	// (opening some devices has effects even with O_NONBLOCK).
 	if fi, err := root.Stat(rel); err == nil && !fi.Mode().IsRegular() {
@@ -271,7 +271,7 @@ func notRegular(m fs.FileMode) string {
 // the link's own size and time.
 func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 	notDir := func() { writeError(w, http.StatusNotFound, wire.CodeNotFound, "Path is not a directory") }
-	rel, err := s.root.Resolve(name)
+	rel, err := s.root().Resolve(name)
 	switch {
 	case refused(err):
 		accessDenied(w, err)
@@ -283,7 +283,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 		notDir()
 		return
 	}
-	root := s.root.OS()
+	root := s.root().OS()
 	fi, err := root.Stat(rel)
 	if err != nil || !fi.IsDir() {
 		notDir()
@@ -315,7 +315,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 			continue // removed since ReadDir
 		}
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if target, err := s.root.Resolve(path.Join(rel, de.Name())); err == nil {
+			if target, err := s.root().Resolve(path.Join(rel, de.Name())); err == nil {
 				if ti, err := root.Stat(target); err == nil {
 					info = ti
 				}
@@ -338,14 +338,14 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request, name string) {
 
 // exists handles GET /exists/{path}.
 func (s *Server) exists(w http.ResponseWriter, _ *http.Request, name string) {
-	rel, err := s.root.Resolve(name)
+	rel, err := s.root().Resolve(name)
 	if refused(err) {
 		accessDenied(w, err)
 		return
 	}
 	found := false
 	if err == nil {
-		_, serr := s.root.OS().Stat(rel)
+		_, serr := s.root().OS().Stat(rel)
 		found = serr == nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"path": name, "exists": found})

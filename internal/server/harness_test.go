@@ -51,7 +51,7 @@ func startServer(t testing.TB, mutate func(*Config)) *testServer {
 		hs.Close()
 		s.Close()
 	})
-	return &testServer{Server: s, URL: hs.URL, Base: s.root.Dir(), Logs: logs}
+	return &testServer{Server: s, URL: hs.URL, Base: s.root().Dir(), Logs: logs}
 }
 
 // lockedWriter serialises log writes from concurrent requests.

@@ -38,7 +38,7 @@ func (e *bodyError) Unwrap() error { return e.err }
 // file-system call (fs.ErrPermission, ENOSPC, ...). On error nothing is
 // left behind but the parents it created.
 func (s *Server) putFile(rel string, r io.Reader, perm fs.FileMode, limit int64) (int64, error) {
-	root := s.root.OS()
+	root := s.root().OS()
 	dir, base := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
@@ -90,7 +90,7 @@ func (s *Server) putFile(rel string, r io.Reader, perm fs.FileMode, limit int64)
 // Errors wrap errParentNotDir when a file is in the way, else the failing
 // mkdir's error.
 func (s *Server) makeDirs(rel string) error {
-	err := s.root.OS().MkdirAll(rel, 0o755)
+	err := s.root().OS().MkdirAll(rel, 0o755)
 	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create %s: %w", rel, errParentNotDir)
 	}

@@ -88,7 +88,7 @@ type Config struct {
 // Server serves the runtime contract over HTTP. Create it with New.
 type Server struct {
 	cfg   Config
-	root  *pathsafe.Root
+	base  *baseRoot // the base directory: root()
 	env   []string
 	procs procStarter
 	reap  *reaper
@@ -132,20 +132,20 @@ func New(cfg Config) (*Server, error) {
 	if err := mkdirAll(cfg.BaseDir); err != nil {
 		return nil, fmt.Errorf("new runtime server: create base directory: %w", err)
 	}
-	root, err := pathsafe.Open(cfg.BaseDir)
+	base, err := openBaseRoot(cfg.BaseDir, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("new runtime server: %w", err)
 	}
 	env, chosen, err := commandEnv(cfg.Environ, cfg.FallbackHome)
 	if err != nil {
-		root.Close()
+		base.close()
 		return nil, fmt.Errorf("new runtime server: command environment: %w", err)
 	}
 	for k, v := range chosen {
 		cfg.Log.Info("command environment default", "var", k, "value", v)
 	}
 	act := newActivity(time.Now())
-	s := &Server{cfg: cfg, root: root, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}, snapDrain: snapDrain}
+	s := &Server{cfg: cfg, base: base, env: env, procs: plainStarter{}, log: cfg.Log, mets: newMetrics(), act: act, chg: &changes{}, snapDrain: snapDrain}
 	if cfg.FileCalls > 0 {
 		s.fileSlots = make(chan struct{}, cfg.FileCalls)
 	}
@@ -157,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Reap {
 		s.reap = newReaper(cfg.Log)
 		if err := s.reap.enable(); err != nil {
-			root.Close()
+			base.close()
 			return nil, fmt.Errorf("new runtime server: %w", err)
 		}
 		s.procs = s.reap
@@ -174,7 +174,10 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // Close releases the base directory.
-func (s *Server) Close() error { return s.root.Close() }
+func (s *Server) Close() error { return s.base.close() }
+
+// root is the base directory as its path names it now (baseRoot).
+func (s *Server) root() *pathsafe.Root { return s.base.get() }
 
 // ServeHTTP routes a request. Paths are split by hand on the escaped form,
 // so an encoded "/" or ".." reaches path resolution (and its 403) instead
@@ -271,7 +274,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 // sandbox could undo it. The server runs as the directory's owner, so
 // this needs no privilege a command lacks.
 func (s *Server) keepBaseUsable() {
-	dir := s.root.Dir()
+	dir := s.root().Dir()
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm()&0o700 == 0o700 {
 		return

@@ -106,7 +106,7 @@ func (s *Server) unpack(w http.ResponseWriter, r *http.Request, _ string) {
 func (s *Server) unpackTarget(name string) (string, error) {
 	clean := path.Clean("/" + strings.TrimLeft(name, "/"))
 	dir, base := path.Split(clean)
-	parent, err := s.root.Resolve(dir)
+	parent, err := s.root().Resolve(dir)
 	if err != nil {
 		return "", err
 	}

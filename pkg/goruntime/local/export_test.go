@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 )
 
@@ -118,4 +119,12 @@ func HoldPoolStarts(b *Backend) (made <-chan string, release func()) {
 		<-held
 	}
 	return ch, sync.OnceFunc(func() { close(held) })
+}
+
+// LayeredInPlace reports whether sb, a sandbox made from a snapshot, is
+// a pool sandbox layered over it while it ran (snappool.go), not a start
+// layered from the outset.
+func LayeredInPlace(sb goruntime.Sandbox) bool {
+	s, ok := sb.(*Sandbox)
+	return ok && s.meta.Disk != nil && s.meta.Disk.LayeredLive
 }

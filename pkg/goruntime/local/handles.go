@@ -54,16 +54,16 @@ func (b *Backend) CreateHandle(ctx context.Context, owner string, spec goruntime
 	}
 	files := ""
 	if spec.FromSnapshot != "" {
-		m, err := b.openSnapshot(owner, spec.FromSnapshot)
+		m, err := b.snap().openSnapshot(owner, spec.FromSnapshot)
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}
-		if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
+		if m.Method == snapshot.MethodOverlay && b.snap().layersSnapshots() {
 			ctx = withLower(ctx, m) // snapcow.go
 		} else if m.Method == snapshot.MethodOverlay {
 			return goruntime.Handle{}, nil, fmt.Errorf("local backend: create handle: snapshot %s is kept as a tree, which this backend does not layer sandboxes on", m.ID)
 		} else {
-			files = b.snapshots().Files(m)
+			files = b.snap().snapshots().Files(m)
 		}
 	}
 	return b.createHandle(ctx, owner, spec, files)

@@ -16,6 +16,7 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/cgroups"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/nslimits"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/sandboxid"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/seed"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local/internal/tree"
 )
 
@@ -281,6 +282,9 @@ func (o *opening) release() error {
 func (o *opening) ready() error {
 	b := o.b
 	s := &Sandbox{b: b, l: o.l, cl: o.l.client(serverUID(o.st.uid), b.opts.OutputBytes), lifeline: o.lifeW, exited: o.exited, log: o.logr}
+	if o.st.disk != nil && o.st.memory == nil {
+		s.seed = seed.WithExtra(o.seed) // what diskStorage claimed the disk with
+	}
 	o.s = s
 	o.undo(func() { s.cl.Close() })
 	// A pool start runs at a low CPU weight (cgroups.Limits.Background)

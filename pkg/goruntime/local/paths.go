@@ -25,6 +25,7 @@ func (d stateDir) disks() string            { return filepath.Join(string(d), "d
 func (d stateDir) modProxyWork() string     { return filepath.Join(string(d), "modproxy") }
 func (d stateDir) handles() string          { return filepath.Join(string(d), "handles") }
 func (d stateDir) snapshots() string        { return filepath.Join(string(d), "snapshots") }
+func (d stateDir) cacheDirs() string        { return filepath.Join(string(d), "cachedirs") } // disk's LayerLive
 func (d stateDir) usersLock() string        { return filepath.Join(string(d), "users.lock") }
 
 // layout is where one sandbox's directories live on the host.

@@ -13,7 +13,9 @@ import (
 
 // The warm pool: sandboxes started ahead of time, their runtime server
 // answering and their build cache linked, so that Open is a claim (a few
-// microseconds) rather than a start (tens of milliseconds). Pool sandboxes
+// microseconds) rather than a start (tens of milliseconds); as root a
+// sandbox made from a snapshot is likewise a claim, layered over the
+// snapshot in place (snappool.go). Pool sandboxes
 // are started by the ordinary start path (Backend.open), so they get every
 // isolation layer and limit any sandbox gets (under a memory budget, their
 // memory limit once claimed: budget.go), and this process holds their

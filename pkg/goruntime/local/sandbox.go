@@ -56,6 +56,11 @@ type Sandbox struct {
 	// disconnected: the warm pool then refills at once, as no command of
 	// it will run beside the refill (pool.go).
 	onEnd func()
+
+	// seed is the seed build cache its disk's cache overlay shows, for a
+	// sandbox this process started on a disk of the host ("": another),
+	// which layerLive layers again over a snapshot (snapcow.go).
+	seed string
 }
 
 // commandEvent tells onCommand, if set, that a command started or ended.

@@ -4,11 +4,13 @@ package local
 // their own on the host (root, with the disk quota and host uids of
 // their own), a snapshot is a sealed directory tree in the store
 // (pkg/goruntime/internal/snapshotstore's tree.go), and a sandbox made from it (a fork,
-// OpenSnapshot, a handle FromSnapshot) starts with its disk layered over
-// the tree (internal/disk's layers.go): /app and HOME show the tree below
-// an empty upper directory of the sandbox's own, and GOCACHE shows the
+// OpenSnapshot, a handle FromSnapshot) has its disk layered over the
+// tree (internal/disk's layers.go): /app and HOME show the tree below an
+// empty upper directory of the sandbox's own, and GOCACHE shows the
 // tree's build cache entries between its own and the seed. Making one
-// copies nothing; what it changes is copied up into its own disk.
+// copies nothing; what it changes is copied up into its own disk. It is
+// a pool sandbox layered in place when the warm pool has one
+// (snappool.go), else a start layered from the outset (withLower).
 //
 // Elsewhere (a user's memory disks) the method stays copy (snapcopy.go):
 // the files the sandbox's uid must be able to write would have to be
@@ -43,13 +45,14 @@ import (
 // layersSnapshots reports whether this backend keeps snapshots as trees
 // and layers sandboxes on them: its sandboxes have disks on the host
 // and host uids of their own.
-func (b *Backend) layersSnapshots() bool {
+func (sn snapshotter) layersSnapshots() bool {
+	b := sn.b
 	return b.host.diskQuota && !b.host.memoryDisk && b.host.hostUID && os.Geteuid() == 0
 }
 
 // snapshotMethod is how this backend keeps the snapshots it takes.
-func (b *Backend) snapshotMethod() string {
-	if b.layersSnapshots() {
+func (sn snapshotter) snapshotMethod() string {
+	if sn.layersSnapshots() {
 		return snapshot.MethodOverlay
 	}
 	return snapshot.MethodCopy
@@ -85,8 +88,8 @@ func lowerOf(ctx context.Context) (snapshot.Meta, bool) {
 
 // layerDisk layers d, the disk of the sandbox whose directory is l.dir,
 // over m's tree, recording the sandbox as the tree's user first.
-func (b *Backend) layerDisk(d *disk.Disk, m snapshot.Meta, l *layout, uid int, seed string) error {
-	st := b.snapshots()
+func (sn snapshotter) layerDisk(d *disk.Disk, m snapshot.Meta, l *layout, uid int, seed string) error {
+	st := sn.snapshots()
 	if err := st.Use(m, filepath.Base(l.dir)); err != nil {
 		return err
 	}
@@ -122,7 +125,7 @@ func refreshCache(dir string, now time.Time) {
 
 // takeTree takes s's files (while nothing runs in it) into the tree t,
 // extracting them on the host as they come.
-func (b *Backend) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
+func (sn snapshotter) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
 	x := exec.CommandContext(ctx, "tar", "-xf", "-", "-C", t.Tree(), "--no-same-owner", "--preserve-permissions",
 		"--delay-directory-restore", "--no-xattrs", "--no-acls", "--no-selinux")
 	x.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
@@ -138,7 +141,7 @@ func (b *Backend) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp) er
 		return fmt.Errorf("local backend: extract a snapshot: %w", err)
 	}
 	t.Sink = in
-	err = b.takeQuiet(ctx, s, t)
+	err = sn.takeQuiet(ctx, s, t)
 	in.Close()
 	xerr := x.Wait()
 	if err != nil {
@@ -151,25 +154,25 @@ func (b *Backend) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp) er
 }
 
 // newTemp starts what a snapshot of this backend's method is taken into.
-func (b *Backend) newTemp() (*snapshot.Temp, error) {
-	if b.layersSnapshots() {
-		return b.snapshots().NewTreeTemp()
+func (sn snapshotter) newTemp() (*snapshot.Temp, error) {
+	if sn.layersSnapshots() {
+		return sn.snapshots().NewTreeTemp()
 	}
-	return b.snapshots().NewTemp()
+	return sn.snapshots().NewTemp()
 }
 
 // takeInto takes s's files into t, by t's kind.
-func (b *Backend) takeInto(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
+func (sn snapshotter) takeInto(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
 	if t.File == nil {
-		return b.takeTree(ctx, s, t)
+		return sn.takeTree(ctx, s, t)
 	}
-	return b.takeQuiet(ctx, s, t)
+	return sn.takeQuiet(ctx, s, t)
 }
 
 // snapshotFiles returns m's files as one tar, as put reads them: the tar
 // itself, or one written from the tree (as root, following no link).
-func (b *Backend) snapshotFiles(ctx context.Context, m snapshot.Meta) (io.ReadCloser, error) {
-	st := b.snapshots()
+func (sn snapshotter) snapshotFiles(ctx context.Context, m snapshot.Meta) (io.ReadCloser, error) {
+	st := sn.snapshots()
 	if m.Method != snapshot.MethodOverlay {
 		f, err := os.Open(st.Files(m))
 		if err != nil {

@@ -20,8 +20,9 @@ import (
 // process, ends at its TTL, counts against Options.SnapshotBytes, and is
 // owned as handles are. As root with disks of their own, a snapshot is a
 // sealed tree and the sandboxes made from it are layered on it,
-// copy-on-write (method overlay, snapcow.go); elsewhere it is a tar
-// copied into each (method copy). Either way a snapshot costs what the
+// copy-on-write (method overlay, snapcow.go; pool sandboxes layered in
+// place, snappool.go); elsewhere it is a tar copied into each (method
+// copy). Either way a snapshot costs what the
 // sandbox added (its /app, module cache and build cache over the seed)
 // once; a fork costs that again only with the copy
 // (docs/local-backend.md, "Snapshots and forks").
@@ -31,20 +32,32 @@ var _ goruntime.SnapshotBackend = (*Backend)(nil)
 // forkParallel bounds the forks one Fork opens at once.
 const forkParallel = 4
 
-func (b *Backend) snapshots() snapshot.Store {
-	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes, OwnerQuota: b.opts.SnapshotBytesPerOwner, Live: b.sandboxExists}
+// snapshotter is the backend's snapshot work behind the
+// goruntime.SnapshotBackend methods, which stay *Backend's: the store,
+// taking files out of a sandbox and opening sandboxes from them (here),
+// the layered trees (snapcow.go) and the pool sandboxes layered in place
+// (snappool.go).
+type snapshotter struct{ b *Backend }
+
+// snap is b's snapshot work.
+func (b *Backend) snap() snapshotter { return snapshotter{b: b} }
+
+func (sn snapshotter) snapshots() snapshot.Store {
+	b := sn.b
+	return snapshot.Store{Root: stateDir(b.opts.StateDir).snapshots(), Quota: b.opts.SnapshotBytes, OwnerQuota: b.opts.SnapshotBytesPerOwner, Live: sn.sandboxExists}
 }
 
 // sandboxExists reports whether the sandbox id has its directory: it
 // has not been closed (nor pruned once dead).
-func (b *Backend) sandboxExists(id string) bool {
+func (sn snapshotter) sandboxExists(id string) bool {
+	b := sn.b
 	_, err := os.Lstat(filepath.Join(b.sandboxes, filepath.Base(id)))
 	return err == nil
 }
 
 // own returns sb as a local sandbox (of this backend or another: a
 // snapshot moves files, whichever backend started the sandbox).
-func (b *Backend) own(sb goruntime.Sandbox) (*Sandbox, error) {
+func (sn snapshotter) own(sb goruntime.Sandbox) (*Sandbox, error) {
 	var s *Sandbox
 	switch v := sb.(type) {
 	case *Sandbox:
@@ -62,7 +75,7 @@ func (b *Backend) own(sb goruntime.Sandbox) (*Sandbox, error) {
 }
 
 // takeQuiet copies s's files into t while nothing runs in s.
-func (b *Backend) takeQuiet(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
+func (sn snapshotter) takeQuiet(ctx context.Context, s *Sandbox, t *snapshot.Temp) error {
 	const what = "take a snapshot"
 	before, err := s.quiet(ctx, what)
 	if err != nil {
@@ -85,22 +98,22 @@ func (b *Backend) Snapshot(ctx context.Context, owner string, sb goruntime.Sandb
 	if err := spec.Validate(); err != nil {
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot: %w", err)
 	}
-	s, err := b.own(sb)
+	s, err := b.snap().own(sb)
 	if err != nil {
 		return goruntime.Snapshot{}, err
 	}
-	st := b.snapshots()
-	t, err := b.newTemp()
+	st := b.snap().snapshots()
+	t, err := b.snap().newTemp()
 	if err != nil {
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot: %w", err)
 	}
 	defer t.Remove()
-	if err := b.takeInto(ctx, s, t); err != nil {
+	if err := b.snap().takeInto(ctx, s, t); err != nil {
 		return goruntime.Snapshot{}, err
 	}
 	now := time.Now().UTC()
 	m, err := st.Commit(t, snapshot.Meta{Owner: owner, Labels: maps.Clone(spec.Labels), Created: now, Expires: now.Add(spec.TTL),
-		Method: b.snapshotMethod(), Source: s.meta.ID})
+		Method: b.snap().snapshotMethod(), Source: s.meta.ID})
 	if errors.Is(err, snapshot.ErrQuota) {
 		return goruntime.Snapshot{}, fmt.Errorf("local backend: snapshot of %s: %w (Options.SnapshotBytes): %w", s.meta.ID, err, goruntime.ErrSnapshotQuota)
 	}
@@ -112,8 +125,8 @@ func (b *Backend) Snapshot(ctx context.Context, owner string, sb goruntime.Sandb
 }
 
 // openSnapshot returns owner's snapshot id, or the not-found error.
-func (b *Backend) openSnapshot(owner, id string) (snapshot.Meta, error) {
-	m, err := b.snapshots().Open(owner, id)
+func (sn snapshotter) openSnapshot(owner, id string) (snapshot.Meta, error) {
+	m, err := sn.snapshots().Open(owner, id)
 	if err != nil {
 		return m, fmt.Errorf("local backend: %w", goruntime.SnapshotNotFound(id))
 	}
@@ -123,21 +136,23 @@ func (b *Backend) openSnapshot(owner, id string) (snapshot.Meta, error) {
 // OpenSnapshot opens a new sandbox holding the files of owner's snapshot
 // id.
 func (b *Backend) OpenSnapshot(ctx context.Context, owner, id string) (goruntime.Sandbox, error) {
-	m, err := b.openSnapshot(owner, id)
+	m, err := b.snap().openSnapshot(owner, id)
 	if err != nil {
 		return nil, err
 	}
-	return b.openFrom(ctx, m)
+	return b.snap().openFrom(ctx, m)
 }
 
-// openFrom opens a sandbox holding m's files: layered on its tree, or
+// openFrom opens a sandbox holding m's files: layered on its tree (a
+// pool sandbox layered in place, or a layered start: openLayered), or
 // opened as Open does and filled from its files (the tar is opened
 // first, so it stays readable should the snapshot be deleted meanwhile).
-func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
-	if m.Method == snapshot.MethodOverlay && b.layersSnapshots() {
-		return b.open(withLower(ctx, m), nil, 0)
+func (sn snapshotter) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sandbox, error) {
+	b := sn.b
+	if m.Method == snapshot.MethodOverlay && sn.layersSnapshots() {
+		return sn.openLayered(ctx, m) // snappool.go
 	}
-	r, err := b.snapshotFiles(ctx, m)
+	r, err := sn.snapshotFiles(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +161,7 @@ func (b *Backend) openFrom(ctx context.Context, m snapshot.Meta) (goruntime.Sand
 	if err != nil {
 		return nil, err
 	}
-	s, err := b.own(sb)
+	s, err := sn.own(sb)
 	if err == nil {
 		err = s.put(ctx, r, false)
 	}
@@ -170,17 +185,17 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("local backend: fork: %w", err)
 	}
-	s, err := b.own(sb)
+	s, err := b.snap().own(sb)
 	if err != nil {
 		return nil, err
 	}
-	st := b.snapshots()
-	t, err := b.newTemp()
+	st := b.snap().snapshots()
+	t, err := b.snap().newTemp()
 	if err != nil {
 		return nil, fmt.Errorf("local backend: fork: %w", err)
 	}
 	defer t.Remove()
-	if err := b.takeInto(ctx, s, t); err != nil {
+	if err := b.snap().takeInto(ctx, s, t); err != nil {
 		return nil, err
 	}
 	m := snapshot.Meta{Owner: owner, Method: snapshot.MethodCopy}
@@ -209,7 +224,7 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := &out[i]
-			r.Handle, r.Sandbox, r.Err = b.forkOne(ctx, owner, spec, m, t)
+			r.Handle, r.Sandbox, r.Err = b.snap().forkOne(ctx, owner, spec, m, t)
 			if r.Err != nil {
 				r.Err = fmt.Errorf("local backend: fork %d of %d from %s: %w", i+1, spec.Count, s.meta.ID, r.Err)
 			}
@@ -219,14 +234,15 @@ func (b *Backend) Fork(ctx context.Context, owner string, sb goruntime.Sandbox, 
 	return out, nil
 }
 
-// forkOne opens one fork: layered on m's tree, or filled from the tar t.
-func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.ForkSpec, m snapshot.Meta, t *snapshot.Temp) (goruntime.Handle, goruntime.Sandbox, error) {
+// forkOne opens one fork: layered on m's tree (openLayered; a handle is
+// a layered start), or filled from the tar t.
+func (sn snapshotter) forkOne(ctx context.Context, owner string, spec goruntime.ForkSpec, m snapshot.Meta, t *snapshot.Temp) (goruntime.Handle, goruntime.Sandbox, error) {
+	b := sn.b
 	if m.Method == snapshot.MethodOverlay {
-		ctx = withLower(ctx, m)
 		if spec.Handle != nil {
-			return b.createHandle(ctx, owner, *spec.Handle, "")
+			return b.createHandle(withLower(ctx, m), owner, *spec.Handle, "")
 		}
-		sb, err := b.open(ctx, nil, 0)
+		sb, err := sn.openLayered(ctx, m) // snappool.go
 		if err != nil {
 			return goruntime.Handle{}, nil, err
 		}
@@ -244,7 +260,7 @@ func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.Fork
 	if err != nil {
 		return goruntime.Handle{}, nil, err
 	}
-	s, err := b.own(sb)
+	s, err := sn.own(sb)
 	if err == nil {
 		err = s.put(ctx, f, false)
 	}
@@ -257,11 +273,11 @@ func (b *Backend) forkOne(ctx context.Context, owner string, spec goruntime.Fork
 
 // Restore rolls sb back to owner's snapshot id in place.
 func (b *Backend) Restore(ctx context.Context, owner string, sb goruntime.Sandbox, id string) error {
-	m, err := b.openSnapshot(owner, id)
+	m, err := b.snap().openSnapshot(owner, id)
 	if err != nil {
 		return err
 	}
-	s, err := b.own(sb)
+	s, err := b.snap().own(sb)
 	if err != nil {
 		return err
 	}
@@ -270,7 +286,7 @@ func (b *Backend) Restore(ctx context.Context, owner string, sb goruntime.Sandbo
 	if err != nil {
 		return err
 	}
-	r, err := b.snapshotFiles(ctx, m)
+	r, err := b.snap().snapshotFiles(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -289,7 +305,7 @@ func (b *Backend) Restore(ctx context.Context, owner string, sb goruntime.Sandbo
 
 // ListSnapshots returns owner's live snapshots, oldest first.
 func (b *Backend) ListSnapshots(ctx context.Context, owner string) ([]goruntime.Snapshot, error) {
-	st := b.snapshots()
+	st := b.snap().snapshots()
 	out, err := st.Snapshots(owner)
 	if err != nil {
 		return nil, fmt.Errorf("local backend: list snapshots: %w", err)
@@ -299,7 +315,7 @@ func (b *Backend) ListSnapshots(ctx context.Context, owner string) ([]goruntime.
 
 // DeleteSnapshot deletes owner's snapshot id.
 func (b *Backend) DeleteSnapshot(ctx context.Context, owner, id string) error {
-	err := b.snapshots().Delete(owner, id)
+	err := b.snap().snapshots().Delete(owner, id)
 	if errors.Is(err, snapshot.ErrNotFound) {
 		return fmt.Errorf("local backend: %w", goruntime.SnapshotNotFound(id))
 	}

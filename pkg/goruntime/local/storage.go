@@ -91,7 +91,7 @@ func (b *Backend) diskStorage(ctx context.Context, l *layout, seedDir string, st
 	st.disk = &d
 	l.disk = d.Dir
 	if m, ok := lowerOf(ctx); ok { // a sandbox made from a snapshot (snapcow.go)
-		if err := b.layerDisk(&d, m, l, st.uid, seed.WithExtra(seedDir)); err != nil {
+		if err := b.snap().layerDisk(&d, m, l, st.uid, seed.WithExtra(seedDir)); err != nil {
 			return fmt.Errorf("local backend: %w", err)
 		}
 	}

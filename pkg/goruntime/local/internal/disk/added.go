@@ -17,7 +17,7 @@ import (
 // reads as the sandbox. ok is false when d has no such directory (no
 // disk, or an older layout).
 func (d Disk) CacheAdded() (files []string, ok bool, err error) {
-	upper, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, overlayUpper))
+	upper, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, d.cacheUpper()))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -71,6 +71,19 @@ type Disk struct {
 	// Lower: the snapshot's tree the disk is layered over (Layer); "":
 	// none.
 	Lower string `json:"lower,omitempty"`
+	// LayeredLive: layered while its sandbox ran (LayerLive), its build
+	// cache's overlay on upper and work directories of its own
+	// (liveCacheUpper).
+	LayeredLive bool `json:"layered_live,omitempty"`
+}
+
+// cacheUpper is the upper directory of d's build cache overlay, relative
+// to d.
+func (d Disk) cacheUpper() string {
+	if d.LayeredLive {
+		return liveCacheUpper
+	}
+	return overlayUpper
 }
 
 // InSandboxNS reports whether d is mounted only in its sandbox's mount

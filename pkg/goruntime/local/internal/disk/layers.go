@@ -69,10 +69,21 @@ type DirLayer struct{ Disk, Tree string }
 // LeftHost): the sandbox's mount namespace copies the mounts from there.
 // On success d.Lower names the tree.
 func (d *Disk) Layer(lay Layout, ls Layers, seed string, uid int) error {
+	return d.layer(lay, ls, seed, uid, cacheLayer{upper: overlayUpper, work: overlayWork})
+}
+
+// cacheLayer is where a layered disk's build cache overlay keeps what the
+// sandbox writes: its upper and work directories, relative to the disk,
+// and, when not "", a directory shown between the tree's entries and
+// the seed (LayerLive's cacheDirs).
+type cacheLayer struct{ upper, work, between string }
+
+// layer is Layer with the build cache's overlay's own directories c.
+func (d *Disk) layer(lay Layout, ls Layers, seed string, uid int, c cacheLayer) error {
 	if uid <= 0 {
 		return errors.New("layer a disk over a snapshot: the sandbox must run as a host uid of its own")
 	}
-	for _, p := range []string{ls.Tree, seed} {
+	for _, p := range []string{ls.Tree, seed, c.between} {
 		if err := overlayPath(p); err != nil {
 			return err
 		}
@@ -122,7 +133,11 @@ func (d *Disk) Layer(lay Layout, ls Layers, seed string, uid int) error {
 	if err := mkdirOwned(d.Dir, lay.Cache, uid); err != nil {
 		return err
 	}
-	opts := "lowerdir=" + filepath.Join(lower, ls.Cache) + ":" + seed + ",upperdir=" + on(overlayUpper) + ",workdir=" + on(overlayWork)
+	lowers := filepath.Join(lower, ls.Cache) + ":" + seed
+	if c.between != "" {
+		lowers = filepath.Join(lower, ls.Cache) + ":" + c.between + ":" + seed
+	}
+	opts := "lowerdir=" + lowers + ",upperdir=" + on(c.upper) + ",workdir=" + on(c.work)
 	err := unix.Mount("sandbox-cache", on(lay.Cache), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",metacopy=on")
 	if errors.Is(err, unix.EINVAL) { // a kernel without metacopy
 		err = unix.Mount("sandbox-cache", on(lay.Cache), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
@@ -229,7 +244,7 @@ func (d Disk) CacheAddedOver(lowerCache string) (files []string, ok bool, err er
 	for _, f := range added {
 		seen[f] = true
 	}
-	upperDir, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, overlayUpper))
+	upperDir, err := openDir(unix.AT_FDCWD, filepath.Join(d.Dir, d.cacheUpper()))
 	if err != nil {
 		return nil, false, fmt.Errorf("list the build cache's additions: %w", err)
 	}
