@@ -59,7 +59,7 @@ func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
 func checkImageTest2json(ctx context.Context, t *testing.T, name string, sess *goruntime.Session) {
 	t.Helper()
 	files := append(slices.Clone(helloFiles), goruntime.File{Path: "hello_test.go", Data: []byte("package main\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {}\n")})
-	res, err := sess.Execute(ctx, goruntime.Request{Files: files, Command: "go test ./..."})
+	res, err := sess.Execute(ctx, goruntime.Request{Files: files, Command: "go test -v ./..."})
 	if err != nil {
 		t.Fatalf("%s: first go test: %v", name, err)
 	}
