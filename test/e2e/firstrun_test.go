@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +48,31 @@ func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
 	recordFirstGoRun(t, rt.name, first, second)
 	reportBuildParts(ctx, t, rt.name, sb)
 	reportSyscallCosts(ctx, t, rt.name, sb)
+	checkImageTest2json(ctx, t, rt.name, sess)
+}
+
+// checkImageTest2json runs the pod's first go test and checks that its
+// per-test results came without a test2json of the session's own: the
+// image's build ($GORUNTIME_TEST2JSON, root's on the read-only root file
+// system) is there, out of the commands' reach, and none was built under
+// HOME (pkg/goruntime's test2jsonBin).
+func checkImageTest2json(ctx context.Context, t *testing.T, name string, sess *goruntime.Session) {
+	t.Helper()
+	files := append(slices.Clone(helloFiles), goruntime.File{Path: "hello_test.go", Data: []byte("package main\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {}\n")})
+	res, err := sess.Execute(ctx, goruntime.Request{Files: files, Command: "go test -v ./..."})
+	if err != nil {
+		t.Fatalf("%s: first go test: %v", name, err)
+	}
+	if res.ExitCode != 0 || len(res.Tests) != 1 || res.Tests[0].Name != "TestHello" || res.Tests[0].Status != goruntime.TestPass {
+		t.Fatalf("%s: first go test: exit %d, per-test results %+v, stdout %q, stderr %q", name, res.ExitCode, res.Tests, res.Stdout, res.Stderr)
+	}
+	probe, err := sess.Execute(ctx, goruntime.Request{Command: `test -x "$GORUNTIME_TEST2JSON" && test ! -w "$GORUNTIME_TEST2JSON" && test ! -e "$HOME/.cache/go-runtime-sandbox/test2json" && echo image`})
+	if err != nil {
+		t.Fatalf("%s: look for test2json: %v", name, err)
+	}
+	if strings.TrimSpace(probe.Stdout) != "image" {
+		t.Errorf("%s: the first go test's results did not come from the image's test2json: $GORUNTIME_TEST2JSON missing, writable, or a test2json built under HOME (exit %d, %q)", name, probe.ExitCode, probe.Stderr)
+	}
 }
 
 // waitNodeQuiet waits until rt's namespace holds its full warm pool plus
