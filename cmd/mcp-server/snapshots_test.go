@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The built server on the real local backend: a snapshot taken through
@@ -66,4 +69,51 @@ func TestSnapshotSurvivesServerRestart(t *testing.T) {
 		callTool(t, ctx, cs2, "delete_sandbox", map[string]any{"sandbox_id": sid})
 	}
 	callTool(t, ctx, cs2, "delete_snapshot", map[string]any{"snapshot_id": snap})
+}
+
+// --snapshot-per-owner-mb reaches the local backend's Options: a server
+// run in process with a share of 1 MiB refuses the snapshot of a sandbox
+// holding 2 MiB of its own with the share's error, naming the share
+// (1048576 bytes), while the whole quota (--snapshot-mb, 4 GiB by
+// default) has room.
+func TestSnapshotPerOwnerFlag(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	logs := &logSink{}
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, serverArgs(t, "--state-dir="+seededStateDir(t), "--local-warm-pool-size=0", "--snapshot-per-owner-mb=1"), toServer, fromServer, logs)
+		_ = fromServer.Close()
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "snapshot-share-test", Version: "0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatalf("connect to the server run in process: %v\n%s", err, logs.String())
+	}
+	callTool(t, ctx, cs, "run_go_code", map[string]any{"command": "head -c 2097152 /dev/urandom > blob"})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "snapshot_sandbox", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("snapshot_sandbox: %v", err)
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if !res.IsError {
+		// Taken after all: not left in the shared state directory.
+		id, _ := res.StructuredContent.(map[string]any)["snapshot_id"].(string)
+		callTool(t, ctx, cs, "delete_snapshot", map[string]any{"snapshot_id": id})
+	}
+	if !res.IsError || !strings.Contains(text.String(), "an owner's share of the quota is 1048576 bytes") {
+		t.Errorf("snapshot_sandbox of 2 MiB with --snapshot-per-owner-mb=1: error %v, %q; want refused by the owner's share of 1048576 bytes", res.IsError, text.String())
+	}
+	_ = cs.Close()
+	if got := <-code; got != 0 {
+		t.Errorf("run exited %d once the client left; log:\n%s", got, tail(logs.String(), 3000))
+	}
 }

@@ -1,20 +1,40 @@
 // Package sandboxattack holds the attack program the isolation tests build
 // inside a sandbox and run against its runtime server: the local
-// backend's battery (pkg/goruntime/local, pid1_test.go) and the pod
-// battery of the end-to-end tests (test/e2e). It is source text, uploaded
-// and compiled in the sandbox; nothing here runs on the host.
+// backend's battery (pkg/goruntime/local, pid1_test.go), the server's
+// own tests as PID 1 (internal/server) and the pod battery of the
+// end-to-end tests (test/e2e). It is source text, uploaded and compiled
+// in the sandbox; nothing here runs on the host.
 package sandboxattack
 
-// Main is the attack program's main.go (module "attack", no
-// dependencies). It runs as `attack MODE PID [SIG]` against process PID
-// and prints "DONE ..." when the attack went through or "REFUSED ..."
-// with the error that stopped it. Modes:
+// Files returns the attack program's files by name in its directory
+// (module "attack", no dependencies): go.mod, main.go (Main) and the i386
+// calls (i386_amd64.go with its assembly, i386_other.go). Build it with
+// `go build` in that directory.
+func Files() map[string]string {
+	return map[string]string{
+		"go.mod":        "module attack\n\ngo 1.22\n",
+		"main.go":       Main,
+		"i386_amd64.go": i386AMD64,
+		"i386_amd64.s":  i386AMD64Asm,
+		"i386_other.go": i386Other,
+	}
+}
+
+// Main is the attack program's main.go. It runs as `attack MODE PID
+// [SIG]` against process PID and prints "DONE ..." when the attack went
+// through or "REFUSED ..." with the error that stopped it. Modes:
 //   - environ, fd: read /proc/PID/environ, list /proc/PID/fd;
 //   - mem: open /proc/PID/mem for writing and overwrite the start of the
 //     server's code;
 //   - ptrace: PTRACE_ATTACH;
 //   - sigqueue SIG, pidfd SIG: send SIG with a forged siginfo (si_code
 //     SI_QUEUE) through rt_sigqueueinfo and pidfd_send_signal;
+//   - i386kill SIG, i386sigqueue SIG: kill, and sigqueue's forged
+//     siginfo, through the i386 interface (int $0x80), whose calls the
+//     kernel numbers from the i386 table (kill 37, rt_sigqueueinfo 178)
+//     and reports with AUDIT_ARCH_I386, so a filter written for amd64's
+//     table does not name them; "UNSUPPORTED ..." where this build has no
+//     i386 interface (not amd64);
 //   - setsig SIG: make a pipe's I/O readiness send SIG to PID (fcntl
 //     F_SETOWN PID, F_SETSIG SIG, O_ASYNC), then write to the pipe;
 //   - cloneparent SIG: a child with exit signal SIG whose parent is this
@@ -28,6 +48,7 @@ package sandboxattack
 const Main = `package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,6 +120,29 @@ func main() {
 			err = errno
 		}
 		report(err, fmt.Sprintf("sent signal %d with a forged siginfo", sig))
+	case "i386kill", "i386sigqueue":
+		sig, _ := strconv.Atoi(os.Args[3])
+		var err error
+		if mode == "i386kill" {
+			err = i386Call(i386Kill, uint32(n), uint32(sig), 0)
+		} else {
+			// struct compat_siginfo: signo, errno, code (SI_QUEUE), then
+			// _rt's pid and uid; below 4 GiB, where an i386 pointer reaches.
+			info, addr, e := low32(128)
+			if e != nil {
+				report(e, "")
+				return
+			}
+			for i, v := range []int32{int32(sig), 0, -1, int32(os.Getpid()), int32(os.Getuid())} {
+				*(*int32)(unsafe.Pointer(&info[4*i])) = v
+			}
+			err = i386Call(i386RtSigqueueinfo, uint32(n), uint32(sig), addr)
+		}
+		if errors.Is(err, errNoI386) {
+			fmt.Println("UNSUPPORTED", err)
+			return
+		}
+		report(err, fmt.Sprintf("%s: signal %d through int $0x80", mode, sig))
 	case "cloneparent", "orphan":
 		// A child whose exit signal is SIG: with CLONE_PARENT, a sibling
 		// the server is parent of; without it, an orphan the server
@@ -166,6 +210,15 @@ func init() {
 	}
 }
 
+// i386 call numbers (arch/x86/entry/syscalls/syscall_32.tbl).
+const (
+	i386Kill           = 37
+	i386RtSigqueueinfo = 178
+)
+
+// errNoI386: this build has no i386 interface to call (i386_other.go).
+var errNoI386 = errors.New("i386 system calls: only on amd64")
+
 func report(err error, done string) {
 	if err != nil {
 		fmt.Println("REFUSED", err)
@@ -173,4 +226,62 @@ func report(err error, done string) {
 	}
 	fmt.Println("DONE", done)
 }
+`
+
+// i386AMD64 is i386_amd64.go: the i386 calls through int $0x80 (as
+// internal/seccomp/i386call makes them on the host, which the program
+// cannot import).
+const i386AMD64 = `package main
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// int80 loads eax, ebx, ecx and edx with nr and a1-a3, executes int
+// $0x80 and returns rax (i386_amd64.s).
+func int80(nr, a1, a2, a3 uintptr) uintptr
+
+// i386Call makes i386 call nr with arguments a1-a3 and returns the errno
+// it failed with, or nil. Only for calls that do not block.
+func i386Call(nr, a1, a2, a3 uint32) error {
+	if r := int32(int80(uintptr(nr), uintptr(a1), uintptr(a2), uintptr(a3))); r < 0 && r > -4096 {
+		return syscall.Errno(-r)
+	}
+	return nil
+}
+
+// low32 maps n zeroed bytes below 4 GiB, where an i386 call's pointer
+// argument reaches them, and returns them with their address.
+func low32(n int) ([]byte, uint32, error) {
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_32BIT)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, uint32(uintptr(unsafe.Pointer(&b[0]))), nil
+}
+`
+
+// i386AMD64Asm is i386_amd64.s.
+const i386AMD64Asm = `#include "textflag.h"
+
+// func int80(nr, a1, a2, a3 uintptr) uintptr
+TEXT ·int80(SB), NOSPLIT, $0-40
+	MOVQ nr+0(FP), AX
+	MOVQ a1+8(FP), BX
+	MOVQ a2+16(FP), CX
+	MOVQ a3+24(FP), DX
+	INT  $0x80
+	MOVQ AX, ret+32(FP)
+	RET
+`
+
+// i386Other is i386_other.go: no i386 interface off amd64.
+const i386Other = `//go:build !amd64
+
+package main
+
+func i386Call(nr, a1, a2, a3 uint32) error { return errNoI386 }
+
+func low32(n int) ([]byte, uint32, error) { return nil, 0, errNoI386 }
 `

@@ -13,12 +13,12 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/sandboxattack"
 )
 
-// buildAttack builds the attack program (sandboxattack.Main) on the host
+// buildAttack builds the attack program (sandboxattack.Files) on the host
 // and returns its path.
 func buildAttack(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, data := range map[string]string{"go.mod": "module attack\n\ngo 1.22\n", "main.go": sandboxattack.Main} {
+	for name, data := range sandboxattack.Files() {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}

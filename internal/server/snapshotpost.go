@@ -251,9 +251,7 @@ func putSnapFile(root *os.Root, a snapArea, rel string, hdr *tar.Header, r io.Re
 }
 
 // emptyArea removes what a holds but the areas nested in it (keep), and
-// the directories on their way. Directories a command made unwritable or
-// unsearchable get their owner's bits back first (the server runs as
-// their owner).
+// the directories on their way (emptyDir).
 func emptyArea(a snapArea, keep []string) error {
 	root, err := os.OpenRoot(a.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -266,85 +264,62 @@ func emptyArea(a snapArea, keep []string) error {
 	return emptyDir(root, ".", keep)
 }
 
+// emptyDir removes what dir holds but the paths in keep and the
+// directories on their way to them. A directory a command made
+// unwritable or unsearchable gets its owner's bits back first (the server
+// runs as their owner): dir itself as it is listed, one inside it when
+// removing it is refused (removeTree).
 func emptyDir(root *os.Root, dir string, keep []string) error {
-	if err := ownerBits(root, dir); err != nil {
-		return err
-	}
-	f, err := root.Open(dir)
-	if err != nil {
-		return err
-	}
-	entries, err := f.ReadDir(-1)
-	f.Close()
+	entries, err := ownedEntries(root, dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		p := path.Join(dir, e.Name())
-		if slices.Contains(keep, p) {
-			continue
-		}
-		if e.IsDir() && slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(k, p+"/") }) {
+		switch {
+		case slices.Contains(keep, p):
+		case e.IsDir() && slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(k, p+"/") }):
 			if err := emptyDir(root, p, keep); err != nil {
 				return err
 			}
-			continue
-		}
-		if err := removeTree(root, p); err != nil {
-			return err
+		default:
+			if err := removeTree(root, p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// removeTree removes p and what is under it; directories it cannot
-// empty for their modes get their owner's bits back, then it tries
-// again.
+// removeTree removes p and what is under it. When its modes refuse that,
+// it empties p as emptyDir does, giving each directory its owner's bits,
+// and removes it then.
 func removeTree(root *os.Root, p string) error {
 	if err := root.RemoveAll(p); err == nil || !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
-	var fix func(p string) error
-	fix = func(p string) error {
-		fi, err := root.Lstat(p)
-		if err != nil || !fi.IsDir() {
-			return nil
-		}
-		if err := ownerBits(root, p); err != nil {
-			return err
-		}
-		f, err := root.Open(p)
-		if err != nil {
-			return err
-		}
-		entries, err := f.ReadDir(-1)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				if err := fix(path.Join(p, e.Name())); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := fix(p); err != nil {
+	if err := emptyDir(root, p, nil); err != nil {
 		return err
 	}
-	return root.RemoveAll(p)
+	return root.Remove(p)
 }
 
-// ownerBits gives directory p its owner's read, write and search bits.
-func ownerBits(root *os.Root, p string) error {
-	fi, err := root.Lstat(p)
+// ownedEntries lists directory dir, first giving it its owner's read,
+// write and search bits; of anything but a directory it lists nothing.
+func ownedEntries(root *os.Root, dir string) ([]fs.DirEntry, error) {
+	fi, err := root.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, err
+	}
+	if perm := fi.Mode().Perm(); perm&0o700 != 0o700 {
+		if err := root.Chmod(dir, perm|0o700); err != nil {
+			return nil, err
+		}
+	}
+	f, err := root.Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o700 == 0o700 {
-		return nil
-	}
-	return root.Chmod(p, fi.Mode().Perm()|0o700)
+	defer f.Close()
+	return f.ReadDir(-1)
 }

@@ -39,6 +39,7 @@ type Flags struct {
 	modules  string
 	modMB    int64
 	snapMB   int64
+	ownerMB  int64
 }
 
 // Register adds the backend flags to fs and returns where they land. Call
@@ -63,11 +64,17 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.Int64Var(&f.modMB, "module-download-mb", modproxy.DefaultMaxDownloadBytes>>20, "local: with --allow-modules, the most the module proxy adds to the host module cache while this process runs, MiB; past it, versions not yet in the cache are refused")
 	fs.StringVar(&f.relax, "relax", "", "local: protections to do without on a host that cannot give them, comma-separated: "+strings.Join(local.RelaxNames, ", ")+" (go run ./cmd/sandbox-check shows which this host gives)")
 	fs.Int64Var(&f.snapMB, "snapshot-mb", 0, fmt.Sprintf("the most all snapshots may hold together, MiB (local: in the state directory; agent-sandbox: in --snapshot-dir); past it a snapshot is refused (default %d)", local.DefaultSnapshotBytes>>20))
+	fs.Int64Var(&f.ownerMB, snapshotOwnerFlag, 0, fmt.Sprintf("local: the most one owner's snapshots (in mcp-server, a principal's; with the snapshots its live forks are layered on) may hold of --snapshot-mb, MiB, so that one owner cannot fill the store for all; past it that owner's snapshot or fork is refused, however much room the others left (0, the default: a quarter of --snapshot-mb, %d with its default; at most --snapshot-mb)", local.DefaultSnapshotBytes/4>>20))
 	registerAgentSandbox(fs, &f.AgentSandbox)
 	deprecated(fs, "local-warm-pool", localWarmPoolFlag)
 	deprecated(fs, "warm-pool", sandboxWarmPoolFlag)
 	return f
 }
+
+// snapshotOwnerFlag sets the local backend's per-owner share of the
+// snapshot quota (local.Options.SnapshotBytesPerOwner); agent-sandbox's
+// store has none.
+const snapshotOwnerFlag = "snapshot-per-owner-mb"
 
 // The two warm pools' flags: the local backend's is a count of started
 // sandboxes, agent-sandbox's the name of a SandboxWarmPool.
@@ -157,6 +164,9 @@ func (f *Flags) localOptions() (local.Options, error) {
 	if f.snapMB < 0 {
 		return local.Options{}, fmt.Errorf("--snapshot-mb=%d: must not be negative (0: the default)", f.snapMB)
 	}
+	if f.ownerMB < 0 {
+		return local.Options{}, fmt.Errorf("--"+snapshotOwnerFlag+"=%d: must not be negative (0: the default, a quarter of --snapshot-mb)", f.ownerMB)
+	}
 	if f.Local.Connections < 0 {
 		return local.Options{}, fmt.Errorf("--connections=%d: must not be negative (0: the default)", f.Local.Connections)
 	}
@@ -190,6 +200,7 @@ func (f *Flags) localOptions() (local.Options, error) {
 	opts.ModuleDownloadBytes = f.modMB << 20
 	opts.FileSizeBytes = f.fileMB << 20
 	opts.SnapshotBytes = f.snapMB << 20
+	opts.SnapshotBytesPerOwner = f.ownerMB << 20
 	opts.Relax = relax
 	return opts, nil
 }

@@ -88,6 +88,30 @@ func TestMemoryBudgetFlags(t *testing.T) {
 	}
 }
 
+// TestSnapshotShareFlags: --snapshot-mb sets local.Options.SnapshotBytes
+// and --snapshot-per-owner-mb SnapshotBytesPerOwner; 0, the default of
+// both, leaves the backend's defaults (4 GiB, a quarter of it); a
+// negative value is an error naming the flag, and the backend's name for
+// the share reaches the user as the flag.
+func TestSnapshotShareFlags(t *testing.T) {
+	o, err := parse(t).localOptions()
+	if err != nil || o.SnapshotBytes != 0 || o.SnapshotBytesPerOwner != 0 {
+		t.Fatalf("default: quota %d, share %d, %v; want 0 and 0 (the backend's defaults)", o.SnapshotBytes, o.SnapshotBytesPerOwner, err)
+	}
+	o, err = parse(t, "--snapshot-mb=2048", "--snapshot-per-owner-mb=256").localOptions()
+	if err != nil || o.SnapshotBytes != 2<<30 || o.SnapshotBytesPerOwner != 256<<20 {
+		t.Fatalf("--snapshot-mb=2048 --snapshot-per-owner-mb=256: %d, %d, %v", o.SnapshotBytes, o.SnapshotBytesPerOwner, err)
+	}
+	for _, fl := range []string{"--snapshot-mb", "--snapshot-per-owner-mb"} {
+		if _, err := parse(t, fl+"=-1").New(t.Context(), nil); err == nil || !strings.Contains(err.Error(), fl+"=-1") {
+			t.Errorf("%s=-1: %v; want an error naming the flag", fl, err)
+		}
+	}
+	if got := parse(t).ExplainText("raise Options.SnapshotBytesPerOwner"); got != "raise --snapshot-per-owner-mb" {
+		t.Errorf("Explain: %q", got)
+	}
+}
+
 // TestWarmPoolFlags: --local-warm-pool-size is the local backend's count,
 // --warm-pool-name agent-sandbox's pool; the old names still set them and
 // print a one-line notice naming the new one.

@@ -38,20 +38,49 @@ func podOf(t *testing.T, p *podPool, sb goruntime.Sandbox) *pod {
 	return p.byIP(t, s.sb.PodIP())
 }
 
+// podRig is what a snapshot test starts from: a fake cluster with a warm
+// pool of pods, a backend over them keeping its snapshots in a directory
+// of its own (mod, if not nil, changes its Options), and a sandbox it
+// opened.
+type podRig struct {
+	c    *cluster
+	pool *podPool
+	dir  string
+	b    *Backend
+	sb   goruntime.Sandbox
+}
+
+func newPodRig(t *testing.T, pods int, mod func(*Options)) *podRig {
+	t.Helper()
+	c := newCluster(t, clusterSetup{pool: true, template: true})
+	r := &podRig{c: c, pool: newPodPool(t, c, pods), dir: t.TempDir()}
+	r.b = newPodBackend(t, c, r.pool, r.dir, mod)
+	sb, err := r.b.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sb = sb
+	return r
+}
+
+// snapshot takes alice's snapshot of the rig's sandbox, kept an hour.
+func (r *podRig) snapshot(t *testing.T) goruntime.Snapshot {
+	t.Helper()
+	snap, err := r.b.Snapshot(t.Context(), "alice", r.sb, goruntime.SnapshotSpec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // A snapshot taken through one backend opens in another pod through
 // another backend sharing the directory (two replicas of a front end):
 // /app, GOPATH and the build cache's new entries arrive, the seed stays
 // the pod's own.
 func TestSnapshotOpensThroughAnotherReplica(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 2)
-	dir := t.TempDir()
-	one, two := newPodBackend(t, c, pool, dir, nil), newPodBackend(t, c, pool, dir, nil)
+	r := newPodRig(t, 2, nil)
+	one, two, pool, sb := r.b, newPodBackend(t, r.c, r.pool, r.dir, nil), r.pool, r.sb
 	ctx := t.Context()
-	sb, err := one.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run(t, sb, `mkdir -p pkg "$GOPATH/bin" "$GOCACHE/ab" && echo 'package main' > main.go && echo lib > pkg/lib.go && chmod 755 pkg/lib.go &&
 ln -s main.go link && echo tool > "$GOPATH/bin/tool" && echo built > "$GOCACHE/ab/entry-d"`)
 	snap, err := one.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: time.Hour, Labels: map[string]string{"step": "built"}})
@@ -94,19 +123,10 @@ ln -s main.go link && echo tool > "$GOPATH/bin/tool" && echo built > "$GOCACHE/a
 // Another owner's snapshot ID answers exactly as a missing one, for every
 // operation; their lists are their own.
 func TestSnapshotOwnedLikeHandles(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 2)
-	b := newPodBackend(t, c, pool, t.TempDir(), nil)
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 2, nil)
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, "echo mine > f")
-	snap, err := b.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := r.snapshot(t)
 	missing := goruntime.NewHandleID()
 	same := func(what string, foreign, absent error) {
 		t.Helper()
@@ -125,8 +145,8 @@ func TestSnapshotOwnedLikeHandles(t *testing.T) {
 	if l, err := b.ListSnapshots(ctx, "bob"); err != nil || len(l) != 0 {
 		t.Errorf("bob lists %+v, %v", l, err)
 	}
-	if c.claimCount(t) != 1 {
-		t.Errorf("%d claims: a refused open claimed a pod", c.claimCount(t))
+	if r.c.claimCount(t) != 1 {
+		t.Errorf("%d claims: a refused open claimed a pod", r.c.claimCount(t))
 	}
 }
 
@@ -135,14 +155,8 @@ func TestSnapshotOwnedLikeHandles(t *testing.T) {
 // from each other and from the original; with a handle spec each is a
 // handle of the owner.
 func TestForkIsolatedHandles(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 4)
-	b := newPodBackend(t, c, pool, t.TempDir(), nil)
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 4, nil)
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, "echo v1 > shared && echo gone > deleted && echo x > renamed && echo y > moded")
 	run(t, sb, "echo just-written > newest") // the write right before the fork
 	res, err := b.Fork(ctx, "alice", sb, goruntime.ForkSpec{Count: 3, Handle: &goruntime.HandleSpec{TTL: time.Hour, Labels: map[string]string{"try": "fix"}}})
@@ -177,14 +191,8 @@ func TestForkIsolatedHandles(t *testing.T) {
 
 // A fork whose pod never comes is reported alone; the others are made.
 func TestForkPartialFailure(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 3) // the original and two forks
-	b := newPodBackend(t, c, pool, t.TempDir(), func(o *Options) { o.ReadyTimeout = 2 * time.Second })
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 3, func(o *Options) { o.ReadyTimeout = 2 * time.Second }) // the original and two forks
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, "echo a > f")
 	res, err := b.Fork(ctx, "alice", sb, goruntime.ForkSpec{Count: 3})
 	if err != nil {
@@ -212,19 +220,10 @@ func TestForkPartialFailure(t *testing.T) {
 // Restore rolls the sandbox back in place: changed, deleted and added
 // files as they were; the build cache keeps what it gained.
 func TestRestoreInPlace(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 1)
-	b := newPodBackend(t, c, pool, t.TempDir(), nil)
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 1, nil)
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, `echo v1 > main.go && mkdir -p d && echo keep > d/keep`)
-	snap, err := b.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := r.snapshot(t)
 	run(t, sb, `echo v2 > main.go && rm -r d && echo new > added && mkdir -p "$GOCACHE/cd" && echo later > "$GOCACHE/cd/later-d"`)
 	if err := b.Restore(ctx, "alice", sb, snap.ID); err != nil {
 		t.Fatal(err)
@@ -240,14 +239,8 @@ func TestRestoreInPlace(t *testing.T) {
 // Nothing is taken while a command runs: the snapshot and the fork are
 // refused with ErrSandboxBusy and no fork is claimed.
 func TestSnapshotRefusedWhileACommandRuns(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 2)
-	b := newPodBackend(t, c, pool, t.TempDir(), nil)
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 2, nil)
+	b, sb, ctx := r.b, r.sb, t.Context()
 	done := make(chan error, 1)
 	go func() {
 		_, err := sb.Exec(context.WithoutCancel(ctx), goruntime.ExecRequest{Command: "touch started; sleep 6"})
@@ -255,7 +248,7 @@ func TestSnapshotRefusedWhileACommandRuns(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(podOf(t, pool, sb).app, "started")); err == nil {
+		if _, err := os.Stat(filepath.Join(podOf(t, r.pool, sb).app, "started")); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -269,7 +262,7 @@ func TestSnapshotRefusedWhileACommandRuns(t *testing.T) {
 	if _, err := b.Fork(ctx, "alice", sb, goruntime.ForkSpec{Count: 1}); !errors.Is(err, goruntime.ErrSandboxBusy) {
 		t.Errorf("fork during a command: %v", err)
 	}
-	if n := c.claimCount(t); n != 1 {
+	if n := r.c.claimCount(t); n != 1 {
 		t.Errorf("%d claims after a refused fork, want the original's alone", n)
 	}
 	if err := <-done; err != nil {
@@ -283,14 +276,8 @@ func TestSnapshotRefusedWhileACommandRuns(t *testing.T) {
 // Past the quota a snapshot fails with ErrSnapshotQuota; one past its
 // TTL is gone; a backend with no snapshot directory says what to set.
 func TestSnapshotQuotaTTLAndNoStore(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 1)
-	b := newPodBackend(t, c, pool, t.TempDir(), func(o *Options) { o.SnapshotBytes = 64 << 10 })
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 1, func(o *Options) { o.SnapshotBytes = 64 << 10 })
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, "echo small > f")
 	snap, err := b.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: goruntime.MinHandleTTL})
 	if err != nil {
@@ -308,7 +295,7 @@ func TestSnapshotQuotaTTLAndNoStore(t *testing.T) {
 		t.Errorf("listed past the TTL: %+v", l)
 	}
 
-	none := newPodBackend(t, c, pool, "", nil)
+	none := newPodBackend(t, r.c, r.pool, "", nil)
 	if _, err := none.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: time.Hour}); err == nil || !strings.Contains(err.Error(), "Options.SnapshotDir") {
 		t.Errorf("snapshot without a directory: %v", err)
 	}
@@ -317,19 +304,10 @@ func TestSnapshotQuotaTTLAndNoStore(t *testing.T) {
 // A handle created from a snapshot starts with its files, in one pod
 // claimed for it; a put that fails deletes the claim.
 func TestHandleFromSnapshot(t *testing.T) {
-	c := newCluster(t, clusterSetup{pool: true, template: true})
-	pool := newPodPool(t, c, 2)
-	b := newPodBackend(t, c, pool, t.TempDir(), nil)
-	ctx := t.Context()
-	sb, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newPodRig(t, 2, nil)
+	b, sb, ctx := r.b, r.sb, t.Context()
 	run(t, sb, "echo base > base.txt")
-	snap, err := b.Snapshot(ctx, "alice", sb, goruntime.SnapshotSpec{TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := r.snapshot(t)
 	h, hs, err := b.CreateHandle(ctx, "alice", goruntime.HandleSpec{TTL: time.Hour, FromSnapshot: snap.ID})
 	if err != nil {
 		t.Fatal(err)

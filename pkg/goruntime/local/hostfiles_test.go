@@ -3,6 +3,8 @@ package local_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,11 +179,14 @@ func TestOpenFilesOption(t *testing.T) {
 // mapHog starts up to 12 child processes (itself, re-executed) that each
 // open a file, map a page of it and close the descriptor until that fails
 // (the kernel's map count per process, or the memory limit): each mapping
-// keeps an open file that RLIMIT_NOFILE does not count.
+// keeps an open file that RLIMIT_NOFILE does not count. A child that dies
+// before it reports is named on stdout ("child died: ...") and its stderr
+// copied to the hog's.
 const mapHog = `package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -216,6 +221,8 @@ func main() {
 	for i := 0; i < 12; i++ {
 		c := exec.Command("/proc/self/exe", "child")
 		c.Env = append(os.Environ(), "GOMAXPROCS=1")
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
 		out, _ := c.StdoutPipe()
 		in, _ := c.StdinPipe()
 		if err := c.Start(); err != nil {
@@ -225,6 +232,7 @@ func main() {
 		line, err := bufio.NewReader(out).ReadString('\n')
 		if err != nil {
 			fmt.Println("child died:", err, c.Wait())
+			fmt.Fprintf(os.Stderr, "the stderr of child %d, which died:\n%s", i+1, stderr.Bytes())
 			break
 		}
 		fmt.Print("child ", line)
@@ -293,15 +301,69 @@ func TestMappedFilesShare(t *testing.T) {
 	// many files the memory lets it map varies from run to run (the
 	// kernel's slab packing, what else the sandbox holds); the bound on
 	// the host's table below is what must hold.
-	// A child killed before it reported (SIGKILL: the OOM killer) was
-	// stopped by the memory limit too, though the outcome names that only
-	// when the kill is counted against the command.
+	// A child that died before it reported was stopped by the memory
+	// limit too, though the outcome names that only when the kill is
+	// counted against the command: killed (SIGKILL: the OOM killer), or
+	// exited by the Go runtime because the kernel refused it memory (exit
+	// status 2, "fatal error: runtime: out of memory" on its stderr).
+	died := strings.Contains(res.Stdout, "child died: ")
 	killed := strings.Contains(res.Stdout, "child died: EOF signal: killed")
-	if held < bound && res.Outcome != goruntime.OutcomeMemoryLimit && !killed {
-		t.Fatalf("the hog mapped only %d files and was not stopped by the memory limit (outcome %s); it proves nothing:\n%s\n%s", held, res.Outcome, res.Stdout, res.Stderr)
+	outOfMemory := died && goOutOfMemory(res.Stderr)
+	if held < bound && res.Outcome != goruntime.OutcomeMemoryLimit && !killed && !outOfMemory {
+		t.Fatalf("the hog mapped only %d files and was not stopped by the memory limit (outcome %s); it proves nothing\nstdout:\n%s\nstderr (a child's that died, if one did):\n%s", held, res.Outcome, res.Stdout, res.Stderr)
 	}
 	if peak-before > bound {
 		t.Errorf("a sandbox charged at most %d MiB of memory held %d files at once: more than %d (memory / %d bytes); lower local.mappedFileBytes",
 			local.ChargedMemory(b)>>20, peak-before, bound, perFile)
+	}
+}
+
+// goOutOfMemory says whether stderr holds a Go program's death for want of
+// memory: the runtime's throw when the kernel refuses it pages ("fatal
+// error: runtime: out of memory", "fatal error: out of memory allocating
+// heap arena map", "fatal error: runtime: cannot allocate memory"; exit
+// status 2).
+func goOutOfMemory(stderr string) bool {
+	for line := range strings.Lines(stderr) {
+		if rest, ok := strings.CutPrefix(line, "fatal error: "); ok &&
+			(strings.Contains(rest, "out of memory") || strings.Contains(rest, "cannot allocate memory")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGoOutOfMemoryRecognised: goOutOfMemory knows the Go runtime's death
+// for want of memory when it sees it (a program that allocates until its
+// address space limit refuses it), and not a program's own failure.
+func TestGoOutOfMemoryRecognised(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	prog := "package main\n\nimport \"os\"\n\nvar keep [][]byte\n\n" +
+		"func main() {\n\tif len(os.Args) > 1 {\n\t\tpanic(\"asked to\")\n\t}\n" +
+		"\tfor {\n\t\tkeep = append(keep, make([]byte, 16<<20))\n\t}\n}\n"
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "eat")
+	if out, err := exec.Command("go", "build", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("build the program: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		args string
+		want bool
+	}{{"", true}, {" panic", false}} {
+		// 1.5 GB of address space: enough for the runtime's start, not
+		// for the program's appetite.
+		cmd := exec.Command("sh", "-c", "ulimit -v 1500000 && exec "+bin+c.args)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if err == nil {
+			t.Fatalf("%s%s exited 0", bin, c.args)
+		}
+		if got := goOutOfMemory(stderr.String()); got != c.want {
+			t.Errorf("%s%s (%v): goOutOfMemory = %v, want %v; stderr:\n%s", bin, c.args, err, got, c.want, stderr.String())
+		}
 	}
 }

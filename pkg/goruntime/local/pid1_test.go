@@ -14,14 +14,11 @@ import (
 // program at /tmp/attack in s.
 func armAttacker(s *goruntime.Session) findings {
 	var f findings
-	f.mustOK(s, goruntime.Request{
-		Files: []goruntime.File{
-			{Path: "keep.txt", Data: []byte("kept")},
-			{Path: "attack/go.mod", Data: []byte("module attack\n\ngo 1.22\n")},
-			{Path: "attack/main.go", Data: []byte(sandboxattack.Main)},
-		},
-		Command: "cd attack && go build -o /tmp/attack .",
-	})
+	files := []goruntime.File{{Path: "keep.txt", Data: []byte("kept")}}
+	for name, data := range sandboxattack.Files() {
+		files = append(files, goruntime.File{Path: "attack/" + name, Data: []byte(data)})
+	}
+	f.mustOK(s, goruntime.Request{Files: files, Command: "cd attack && go build -o /tmp/attack ."})
 	return f
 }
 
