@@ -29,6 +29,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -90,11 +91,44 @@ func lowerOf(ctx context.Context) (snapshot.Meta, bool) {
 // over m's tree, recording the sandbox as the tree's user first.
 func (sn snapshotter) layerDisk(d *disk.Disk, m snapshot.Meta, l *layout, uid int, seed string) error {
 	st := sn.snapshots()
+	if err := checkTree(st.Tree(m)); err != nil {
+		return err
+	}
 	if err := st.Use(m, filepath.Base(l.dir)); err != nil {
 		return err
 	}
 	refreshCache(filepath.Join(st.Tree(m), cacheRel), time.Now())
 	return d.Layer(diskLayout(), treeLayers(st.Tree(m)), seed, uid)
+}
+
+// checkTree fails unless every directory of tree that root resolves
+// paths through (/app, HOME and the build cache's, and the directories
+// between them) is, where the tree has it, a directory: the sandbox
+// shapes the tree, and can move HOME/.cache (the build cache's mount
+// point moves along) aside and leave a symlink to a host directory in
+// its place, which root, reading the tree (refreshCache, snapshotFiles,
+// CacheAddedOver) or layering a disk on it (the build cache's overlay
+// and its mount point), would follow into the host's tree. The tree is
+// never written once sealed: checked once, it stays so.
+func checkTree(tree string) error {
+	for _, rel := range []string{strings.TrimPrefix(appDir, "/"), cacheRel} {
+		p := tree
+		for _, part := range strings.Split(rel, "/") {
+			p = filepath.Join(p, part)
+			fi, err := os.Lstat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("local backend: snapshot tree: %w", err)
+			}
+			if !fi.IsDir() {
+				r, _ := filepath.Rel(tree, p)
+				return fmt.Errorf("local backend: the sandbox's /%s is not a directory (%v): a snapshot of it would lead root out of it", r, fi.Mode().Type())
+			}
+		}
+	}
+	return nil
 }
 
 // staleCache is how old a build cache file's mtime may be before Go's
@@ -150,6 +184,9 @@ func (sn snapshotter) takeTree(ctx context.Context, s *Sandbox, t *snapshot.Temp
 	if xerr != nil {
 		return fmt.Errorf("local backend: extract the snapshot of %s: %w: %s", s.meta.ID, xerr, strings.TrimSpace(stderr.String()))
 	}
+	if err := checkTree(t.Tree()); err != nil {
+		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
+	}
 	return nil
 }
 
@@ -173,7 +210,11 @@ func (sn snapshotter) takeInto(ctx context.Context, s *Sandbox, t *snapshot.Temp
 // itself, or one written from the tree (as root, following no link).
 func (sn snapshotter) snapshotFiles(ctx context.Context, m snapshot.Meta) (io.ReadCloser, error) {
 	st := sn.snapshots()
-	if m.Method != snapshot.MethodOverlay {
+	if m.Method == snapshot.MethodOverlay {
+		if err := checkTree(st.Tree(m)); err != nil {
+			return nil, err
+		}
+	} else {
 		f, err := os.Open(st.Files(m))
 		if err != nil {
 			return nil, fmt.Errorf("local backend: read snapshot: %w", err)

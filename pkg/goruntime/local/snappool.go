@@ -63,6 +63,9 @@ func (sn snapshotter) layerLive(ctx context.Context, s *Sandbox, m snapshot.Meta
 		return fmt.Errorf("local sandbox %s: not a pool sandbox on a disk of its own", s.meta.ID)
 	}
 	st := sn.snapshots()
+	if err := checkTree(st.Tree(m)); err != nil {
+		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
+	}
 	if err := st.Use(m, s.meta.ID); err != nil {
 		return fmt.Errorf("local sandbox %s: %w", s.meta.ID, err)
 	}

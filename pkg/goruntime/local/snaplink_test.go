@@ -1,0 +1,90 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
+)
+
+// TestSnapshotCacheParentLink: a sandbox moves HOME/.cache (the build
+// cache's mount point stays mounted in it) aside and puts a symlink to a
+// host directory in its place. Root reads the snapshot's tree and layers
+// disks over it (snapcow.go): neither may follow that link into the
+// host's tree. The code that did mounted the layered build cache's
+// overlay, with the sandbox's upper directory, over the host's
+// <dir>/go-build (left mounted after the sandbox closed), and a restore
+// from the snapshot read the host's files there into the sandbox.
+func TestSnapshotCacheParentLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("layered snapshots need root")
+	}
+	host := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(host, "go-build", "ab"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "go-build", "ab", "secret-d"), []byte("HOSTSECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // what the code that followed the link left
+		for range 4 {
+			_ = unix.Unmount(filepath.Join(host, "go-build"), unix.MNT_DETACH)
+		}
+	})
+	opts := testOptions()
+	opts.StateDir = t.TempDir()
+	opts.WarmPool = -1
+	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
+	ctx := context.Background()
+	b, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	orig, err := b.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close(ctx)
+	// No cache file of its own, so that the take lists none through the link.
+	if out, err := snapRun(ctx, orig, `cd "$HOME" && rm -f .cache/go-build/trim.txt && mv .cache .c2 && ln -s `+host+` .cache && echo x >/app/x`); err != nil {
+		t.Fatalf("plant the link: %v: %s", err, out)
+	}
+	snap, err := b.Snapshot(ctx, snapOwner, orig, goruntime.SnapshotSpec{TTL: time.Hour})
+	if err != nil {
+		t.Logf("snapshot refused: %v", err)
+		return
+	}
+	mounted := func() bool {
+		data, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(data), " "+host)
+	}
+	if sb, err := b.OpenSnapshot(ctx, snapOwner, snap.ID); err == nil {
+		if mounted() {
+			t.Errorf("opening the snapshot mounted over the host's %s/go-build", host)
+		}
+		_ = sb.Close(ctx)
+	}
+	if mounted() {
+		t.Errorf("the sandbox opened from the snapshot closed, a mount over the host's %s/go-build stays", host)
+	}
+	other, err := b.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	_ = b.Restore(ctx, snapOwner, other, snap.ID)
+	if out, _ := snapRun(ctx, other, `find / -xdev -name 'secret-d*' -exec cat {} + 2>/dev/null; find "$HOME" /app -name 'secret-d*' -exec cat {} +`); strings.Contains(out, "HOSTSECRET") {
+		t.Errorf("a restore from the snapshot read the host's %s/go-build/ab/secret-d into the sandbox: %q", host, out)
+	}
+}
