@@ -124,7 +124,11 @@ func checkTree(tree string) error {
 			}
 			if !fi.IsDir() {
 				r, _ := filepath.Rel(tree, p)
-				return fmt.Errorf("local backend: the sandbox's /%s is not a directory (%v): a snapshot of it would lead root out of it", r, fi.Mode().Type())
+				what := "not a directory"
+				if fi.Mode()&fs.ModeSymlink != 0 {
+					what = "a symlink, not a directory"
+				}
+				return fmt.Errorf("local backend: the sandbox's /%s is %s: a snapshot of it would lead root out of it", r, what)
 			}
 		}
 	}
