@@ -253,3 +253,39 @@ func TestPlanRefused(t *testing.T) {
 		t.Errorf("Main without a plan = %d, %q; want %d naming the local backend", code, &stderr, ExitUsage)
 	}
 }
+
+// TestJoin: a gate with Join moves into each cgroup before its command
+// runs, so the command starts in it; a Join it cannot write ends the
+// gate before the command runs. Root on a cgroup v1 host (the pids
+// hierarchy).
+func TestJoin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a cgroup")
+	}
+	root := "/sys/fs/cgroup/pids"
+	if _, err := os.Stat(root + "/tasks"); err != nil {
+		t.Skip("no cgroup v1 pids hierarchy")
+	}
+	dir, err := os.MkdirTemp(root, "gate-join-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	out := runGate(t, Plan{Join: []string{dir + "/tasks"}, Command: []string{"/bin/cat", "/proc/self/cgroup"}})
+	want := ":pids:/" + strings.TrimPrefix(dir, root+"/")
+	if !strings.Contains(out, want+"\n") {
+		t.Fatalf("the command's cgroups:\n%s\nwant a line ending %q", out, want)
+	}
+
+	cmd, w, log := startGate(t, Plan{Join: []string{dir + "-gone/tasks"}, Command: []string{"/bin/echo", "ran"}})
+	if _, err := w.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != ExitFailed || strings.Contains(log.String(), "ran") {
+		t.Fatalf("a gate whose cgroup is missing: %v, output %q; want exit %d before the command", err, log, ExitFailed)
+	}
+	if !strings.Contains(log.String(), Prefix+"join the sandbox's cgroup") {
+		t.Fatalf("output %q does not say the join failed", log)
+	}
+}

@@ -74,6 +74,15 @@ func run(p Plan, environ []string) error {
 			return err
 		}
 	}
+	// The namespaces made below and the cgroups joined here are this
+	// thread's, and the exec at the end, on the same thread, keeps them:
+	// the goroutine stays on it.
+	runtime.LockOSThread()
+	for _, f := range p.Join {
+		if err := os.WriteFile(f, []byte("0"), 0); err != nil {
+			return fmt.Errorf("join the sandbox's cgroup: %w", err)
+		}
+	}
 	for _, l := range p.Rlimits {
 		// Set here, not by the backend with prlimit: the Go runtime puts
 		// back at exec the open-file limit it started with unless this
@@ -82,9 +91,6 @@ func run(p Plan, environ []string) error {
 			return fmt.Errorf("set the sandbox's %s limit to %d: %w", l.Name, l.Value, err)
 		}
 	}
-	// The namespaces made below are this thread's, and the exec at the
-	// end, on the same thread, keeps them: the goroutine stays on it.
-	runtime.LockOSThread()
 	if p.Mounts != nil {
 		if err := makeMounts(*p.Mounts); err != nil {
 			return err

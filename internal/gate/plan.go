@@ -15,13 +15,14 @@ const Env = "GORUNTIME_SANDBOX_GATE"
 func Requested(getenv func(string) string) bool { return getenv(Env) == "1" }
 
 // Plan is what a gate does, in this order: leave every descriptor it
-// inherited but Pass and WaitFD to itself, wait for its release, set the
-// rlimits, make the mount namespace, mount the disk, make the network
-// namespace, take the ids, become the command.
+// inherited but Pass and WaitFD to itself, wait for its release, join
+// the cgroups, set the rlimits, make the mount namespace, mount the
+// disk, make the network namespace, take the ids, become the command.
 type Plan struct {
 	// WaitFD is a descriptor the gate reads one line from before doing
 	// anything else, then closes: its release, written once the backend
-	// has put it into the sandbox's cgroup. 0: no wait.
+	// has put it into the sandbox's cgroup (or made the cgroup for it to
+	// Join). 0: no wait.
 	WaitFD int `json:"wait_fd,omitempty"`
 	// Pass are the descriptors above standard error the command is
 	// handed (bubblewrap's lifeline and seccomp program). Every other
@@ -30,6 +31,13 @@ type Plan struct {
 	// without the flag (a directory, a file, a socket its own launcher
 	// left it) never reaches the sandbox.
 	Pass []int `json:"pass,omitempty"`
+	// Join are files the gate writes "0" to right after its release,
+	// each moving the gate's own thread (the one that becomes Command)
+	// into one of the sandbox's cgroups: cgroup v1 tasks files
+	// (cgroups.Cgroup.ThreadFiles). Empty: the backend moved the gate
+	// itself before the release. The backend checks the move once the
+	// command runs; a write that fails ends the gate.
+	Join []string `json:"join,omitempty"`
 	// Rlimits are set, soft and hard alike, so that no process of the
 	// sandbox can raise them.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
@@ -127,6 +135,11 @@ func (p Plan) validate() error {
 	for _, fd := range p.Pass {
 		if fd < 3 || fd == p.WaitFD {
 			return fmt.Errorf("gate plan: pass descriptor %d: want one above standard error, other than the release's", fd)
+		}
+	}
+	for _, f := range p.Join {
+		if !filepath.IsAbs(f) || filepath.Base(f) != "tasks" {
+			return fmt.Errorf("gate plan: cgroup file %q: want an absolute path to a v1 tasks file", f)
 		}
 	}
 	if p.UID < 0 || p.GID < 0 || (p.UID == 0) != (p.GID == 0) {

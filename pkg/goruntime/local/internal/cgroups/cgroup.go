@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,6 +219,42 @@ func (cg *Cgroup) Add(pid int) error {
 	for _, d := range cg.dirs() {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("move process %d into cgroup %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// ThreadFiles are the files a process writes "0" to, each moving the
+// thread that writes into one of the sandbox's cgroups: the v1
+// hierarchies' tasks files. A thread that moves itself skips the
+// kernel's lock on every thread group (cgroup_threadgroup_rwsem) that
+// writing another process's pid to cgroup.procs takes, whose write side
+// waits a grace period: microseconds against milliseconds a start. The
+// thread must then be the only one left, as after it execs. nil on v2,
+// where writing "0" moves the whole process and takes that lock
+// anyway: there Add is the way.
+func (cg *Cgroup) ThreadFiles() []string {
+	if cg.V2 {
+		return nil
+	}
+	var out []string
+	for _, d := range cg.dirs() {
+		out = append(out, filepath.Join(d, "tasks"))
+	}
+	return out
+}
+
+// Holds reports, with an error naming the first that does not, whether
+// every one of the sandbox's cgroups holds process pid: the check on a
+// move the process made itself (ThreadFiles).
+func (cg *Cgroup) Holds(pid int) error {
+	for _, d := range cg.dirs() {
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			return fmt.Errorf("list the processes of cgroup %s: %w", d, err)
+		}
+		if !slices.Contains(strings.Fields(string(data)), strconv.Itoa(pid)) {
+			return fmt.Errorf("process %d is not in cgroup %s", pid, d)
 		}
 	}
 	return nil
