@@ -126,18 +126,18 @@ func (o *opening) startSlot() error {
 }
 
 // storage makes the sandbox's directory and writable storage
-// (prepareStorage), its /etc files and, on a disk of the host, its
+// (storer.prepare), its /etc files and, on a disk of the host, its
 // module proxy socket (a memory disk's is served once it runs: ready).
 func (o *opening) storage() error {
 	o.id = sandboxid.New()
 	o.l = layout{dir: filepath.Join(o.b.sandboxes, o.id)}
 	o.undo(func() { _ = tree.Remove(o.l.dir) })
 	var err error
-	if o.st, err = o.b.prepareStorage(o.ctx, &o.l, o.seed); err != nil {
+	if o.st, err = (storer{o.b}).prepare(o.ctx, &o.l, o.seed); err != nil {
 		return err
 	}
 	if o.seeded { // spares are made with the seed only (seedReady)
-		o.always(func() { o.b.refillStorage(o.seed) })
+		o.always(func() { (storer{o.b}).refill(o.seed) })
 	}
 	o.undo(func() { _ = o.st.release(o.l.dir) })
 	if err := writeEtc(o.l); err != nil {
@@ -296,7 +296,7 @@ func (o *opening) ready() error {
 	b := o.b
 	s := &Sandbox{b: b, l: o.l, cl: o.l.client(serverUID(o.st.uid), b.opts.OutputBytes), lifeline: o.lifeW, exited: o.exited, log: o.logr}
 	if o.st.disk != nil && o.st.memory == nil {
-		s.seed = seed.WithExtra(o.seed) // what diskStorage claimed the disk with
+		s.seed = seed.WithExtra(o.seed) // what storer.onDisk claimed the disk with
 	}
 	o.s = s
 	o.undo(func() { s.cl.Close() })

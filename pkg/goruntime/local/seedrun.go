@@ -72,5 +72,5 @@ func (b *Backend) seed(ctx context.Context) (string, error) {
 // opened before keep the cache they built for themselves.
 func (b *Backend) seedReady(dir string) {
 	b.pool.refill()
-	b.refillStorage(dir)
+	(storer{b}).refill(dir)
 }

@@ -75,7 +75,7 @@ func treeLayers(tree string) disk.Layers {
 type lowerKey struct{}
 
 // withLower returns ctx for an open (b.open) whose sandbox is layered on
-// m's tree: prepareStorage, part of every start, reads it (lowerOf), so
+// m's tree: storer.prepare, part of every start, reads it (lowerOf), so
 // that the start path needs no parameter of its own for it.
 func withLower(ctx context.Context, m snapshot.Meta) context.Context {
 	return context.WithValue(ctx, lowerKey{}, m)

@@ -28,14 +28,20 @@ type storage struct {
 	ns     *gate.UserNS
 }
 
-// prepareStorage makes a new sandbox's state directory l.dir and its
+// storer is the backend's storage work: a new sandbox's writable
+// storage (a disk of its own, a memory disk or plain directories) and
+// the spares it is claimed from (sparedisk.go, sparecache.go).
+type storer struct{ b *Backend }
+
+// prepare makes a new sandbox's state directory l.dir and its
 // writable storage (on a disk of its own, or plain directories), owned by
 // a host uid of its own when the backend gives sandboxes one, with GOCACHE
 // showing the seed build cache, or, for a sandbox made from a snapshot
 // (ctx from withLower), layered over it. It is part of every sandbox
 // start, so whatever starts sandboxes gets the same layers. It sets
 // l.disk.
-func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string) (st storage, err error) {
+func (s storer) prepare(ctx context.Context, l *layout, seedDir string) (st storage, err error) {
+	b := s.b
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return st, fmt.Errorf("create sandbox directory: %w", err)
 	}
@@ -64,7 +70,7 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		id, st.uid = b.host.subIDs.identity(uid, gid), uid
 	}
 	if b.host.memoryDisk {
-		d, g, ns, err := b.prepareMemoryDisk(l, seed.WithExtra(seedDir), id)
+		d, g, ns, err := s.memoryDisk(l, seed.WithExtra(seedDir), id)
 		if err != nil {
 			return st, fmt.Errorf("local backend: per-sandbox disk: %w: %w", err, goruntime.ErrUnavailable)
 		}
@@ -72,18 +78,19 @@ func (b *Backend) prepareStorage(ctx context.Context, l *layout, seedDir string)
 		return st, nil
 	}
 	if b.host.diskQuota {
-		err = b.diskStorage(ctx, l, seedDir, &st)
+		err = s.onDisk(ctx, l, seedDir, &st)
 		return st, err
 	}
-	err = b.plainStorage(l, seedDir, st.uid)
+	err = s.plain(l, seedDir, st.uid)
 	return st, err
 }
 
-// diskStorage gives a sandbox of the backend's disk quota its disk of
+// onDisk gives a sandbox of the backend's disk quota its disk of
 // its own (spare disks, sparedisk.go), layered on the snapshot it is
 // made from if any (snapcow.go), and the links host-side callers reach
 // its directories by. It sets st.disk and l.disk.
-func (b *Backend) diskStorage(ctx context.Context, l *layout, seedDir string, st *storage) error {
+func (s storer) onDisk(ctx context.Context, l *layout, seedDir string, st *storage) error {
+	b := s.b
 	d, err := b.disks.claim(ctx, seed.WithExtra(seedDir), st.uid)
 	if err != nil {
 		return fmt.Errorf("local backend: per-sandbox disk: %w (relax with Options.Relax.DiskQuota): %w", hostLimit(err), goruntime.ErrUnavailable)
@@ -105,10 +112,11 @@ func (b *Backend) diskStorage(ctx context.Context, l *layout, seedDir string, st
 	return nil
 }
 
-// plainStorage makes a sandbox's directories without a disk of its own
+// plain makes a sandbox's directories without a disk of its own
 // (Options.Relax.DiskQuota), its build cache showing the seed, owned by
 // uid when the sandbox has a host uid of its own (uid > 0).
-func (b *Backend) plainStorage(l *layout, seedDir string, uid int) error {
+func (s storer) plain(l *layout, seedDir string, uid int) error {
+	b := s.b
 	if b.host.hostUID && !hostuid.Reachable(b.sandboxes) {
 		return fmt.Errorf("local backend: sandboxes run as host uids of their own, but without a disk of their own (Options.Relax.DiskQuota) "+
 			"their directories under %s must be reachable by every uid, and a directory on the way is closed to others: "+
@@ -137,10 +145,11 @@ func (b *Backend) plainStorage(l *layout, seedDir string, uid int) error {
 	return nil
 }
 
-// refillStorage tops up the pool Open claims storage from (ready disks,
+// refill tops up the pool Open claims storage from (ready disks,
 // or pre-linked build caches). Open calls it once the sandbox is up, so
 // the filler does not compete with the start it serves.
-func (b *Backend) refillStorage(seedDir string) {
+func (s storer) refill(seedDir string) {
+	b := s.b
 	if b.host.memoryDisk {
 		return // mounting one costs no more than claiming one
 	}
@@ -228,14 +237,15 @@ func memoryDiskLayout() disk.Layout {
 	}
 }
 
-// prepareMemoryDisk lays out the host side of a memory disk for the
+// memoryDisk lays out the host side of a memory disk for the
 // sandbox in l (its mount point, etc and log directories) and returns the
 // disk, what the gate does to mount it and the user namespace it does
 // that in. A
 // sandbox with host ids of its own (id, idleases.go) mounts its disk on the
 // user's shared mount point, which those ids reach, and gets what they
 // cannot reach staged on it.
-func (b *Backend) prepareMemoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, *gate.Disk, *gate.UserNS, error) {
+func (s storer) memoryDisk(l *layout, seed string, id disk.Identity) (disk.Disk, *gate.Disk, *gate.UserNS, error) {
+	b := s.b
 	d := disk.Memory(filepath.Join(l.dir, "disk"))
 	dirs := []string{d.Dir, filepath.Join(l.dir, "etc"), filepath.Join(l.dir, "log")}
 	if id.UID > 0 {
