@@ -79,7 +79,7 @@ func run(p Plan, environ []string) error {
 	// the goroutine stays on it.
 	runtime.LockOSThread()
 	for _, f := range p.Join {
-		if err := os.WriteFile(f, []byte("0"), 0); err != nil {
+		if err := joinCgroup(f); err != nil {
 			return fmt.Errorf("join the sandbox's cgroup: %w", err)
 		}
 	}
@@ -122,6 +122,17 @@ func run(p Plan, environ []string) error {
 	}
 	err := syscall.Exec(p.Command[0], p.Command, env)
 	return fmt.Errorf("run %s: %w", p.Command[0], err)
+}
+
+// joinCgroup writes "0" to the v1 tasks file f, which moves the calling
+// thread into f's cgroup; f must exist (nothing is created).
+func joinCgroup(f string) error {
+	t, err := os.OpenFile(f, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = t.WriteString("0")
+	return errors.Join(err, t.Close())
 }
 
 // waitRelease reads one line from fd and closes it.
