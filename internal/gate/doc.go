@@ -6,12 +6,12 @@
 // else must be found or installed). The gate first marks every descriptor
 // it inherited close-on-exec but those the plan passes on (Plan.Pass), so
 // that what the backend's own process was started holding never reaches
-// the sandbox; it then waits until the backend has put it into the
-// sandbox's cgroup (and, for a sandbox with subordinate ids, written its
-// user namespace's id maps: Map), or, as the host's root on cgroup v1,
-// moves its own thread into the cgroup the backend made (Plan.Join: a
-// thread moving itself skips a lock that costs ~10 ms a start; the
-// backend checks the move once bubblewrap runs), sets the sandbox's
+// the sandbox; it then waits for its release: the backend has put it into
+// the sandbox's cgroup, or, on cgroup v1, made the cgroup for the gate to
+// join (Plan.Join: a thread moving itself skips a lock that costs ~10 ms
+// a start; the backend checks the move once bubblewrap runs), and, for a
+// sandbox with subordinate ids, written its user namespace's id maps
+// (Map). It then joins the cgroup if it is to, sets the sandbox's
 // rlimits, makes the sandbox's mount namespace with its disk and no other
 // sandbox's in it (mounts.go) or mounts its memory disk, makes
 // its network namespace with the host's limits in it (net.go), takes

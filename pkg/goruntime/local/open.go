@@ -242,14 +242,13 @@ func (o *opening) gateCommand(releaseFD int) (*exec.Cmd, error) {
 	}
 	plan := gate.Plan{WaitFD: releaseFD, Pass: o.x.pass(releaseFD), Rlimits: b.opts.rlimits(), Disk: o.st.memory, Net: b.opts.netPlan(), Command: append([]string{b.host.bwrap}, bargs...)}
 	plan.UID, plan.GID = o.st.gateIDs()
-	// As the host's root, with no user namespace of its own, the gate
-	// can move its own thread into the v1 cgroups, which is ~10 ms
-	// quicker than this process moving it (cgroups.Cgroup.ThreadFiles);
+	// On cgroup v1 the gate moves its own thread into the cgroups, which
+	// is ~10 ms quicker than this process moving it
+	// (cgroups.Cgroup.ThreadFiles): as root, or as the user who made them
+	// (a user's gate runs in a user namespace whose root is the user);
 	// ready checks that it did.
-	if gateNS(o.st.ns, plan) == nil && os.Geteuid() == 0 {
-		plan.Join = o.cg.ThreadFiles()
-		o.joins = len(plan.Join) > 0
-	}
+	plan.Join = o.cg.ThreadFiles()
+	o.joins = len(plan.Join) > 0
 	if o.st.disk != nil && o.st.memory == nil {
 		// The disk goes with the sandbox into a mount namespace of its
 		// own, without the other sandboxes' (internal/gate/mounts.go).
