@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
 // TestSnapshotLayers: as root, a snapshot is a tree that sandboxes made
@@ -25,20 +23,7 @@ func TestSnapshotLayers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("layered snapshots need root (as a user they are copies: TestSnapshotsAsUser)")
 	}
-	opts := testOptions()
-	opts.StateDir = t.TempDir()
-	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
-	ctx := context.Background()
-	b, err := local.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	orig, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close(ctx)
+	ctx, b, orig := newLayeredRig(t, -1)
 	must := func(sb goruntime.Sandbox, cmd string) string {
 		t.Helper()
 		out, err := snapRun(ctx, sb, cmd)
@@ -121,7 +106,7 @@ func TestSnapshotLayers(t *testing.T) {
 		t.Fatalf("a sandbox on a deleted snapshot: %q, want %q", got, want)
 	}
 	trees := func() int {
-		m, _ := filepath.Glob(filepath.Join(opts.StateDir, "snapshots", "*", snap.ID))
+		m, _ := filepath.Glob(filepath.Join(b.StateDir(), "snapshots", "*", snap.ID))
 		return len(m)
 	}
 	if trees() != 1 {
@@ -143,20 +128,7 @@ func TestSnapshotLayersShareDisk(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("layered snapshots need root")
 	}
-	opts := testOptions()
-	opts.StateDir = t.TempDir()
-	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
-	ctx := context.Background()
-	b, err := local.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	orig, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close(ctx)
+	ctx, b, orig := newLayeredRig(t, -1)
 	const big = 8 << 20
 	if _, err := snapRun(ctx, orig, fmt.Sprintf(`head -c %d /dev/urandom >big`, big)); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package local_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,21 +20,7 @@ func TestPoolForkKeepsNothingOfTheHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("layered snapshots need root")
 	}
-	opts := testOptions()
-	opts.StateDir = t.TempDir()
-	opts.WarmPool = 1
-	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
-	ctx := context.Background()
-	b, err := local.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	orig, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close(ctx)
+	ctx, b, orig := newLayeredRig(t, 1)
 	if out, err := snapRun(ctx, orig, `mkdir d && chmod 2755 d && echo s >u && chmod 6755 u && ln u h && mkfifo f`); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -59,10 +44,10 @@ func TestPoolForkKeepsNothingOfTheHost(t *testing.T) {
 	if want := "d 755 2\nu 755 2\nh 755 2\nlinked\nfifo\n"; out != want {
 		t.Fatalf("a fork's files: %q, want %q (no set-id bit, the hard link and fifo kept)", out, want)
 	}
-	if got, _ := filepath.Glob(filepath.Join(opts.StateDir, "cachedirs", "*", "*")); len(got) != 0 {
+	if got, _ := filepath.Glob(filepath.Join(b.StateDir(), "cachedirs", "*", "*")); len(got) != 0 {
 		t.Fatalf("a fork's cache writes reached the shared layer: %v", got)
 	}
-	trees, _ := filepath.Glob(filepath.Join(opts.StateDir, "snapshots", "*", "*", "tree"))
+	trees, _ := filepath.Glob(filepath.Join(b.StateDir(), "snapshots", "*", "*", "tree"))
 	if len(trees) != 1 {
 		t.Fatalf("want the fork's one hidden snapshot, found %v", trees)
 	}

@@ -38,21 +38,7 @@ func TestSnapshotCacheParentLink(t *testing.T) {
 			_ = unix.Unmount(filepath.Join(host, "go-build"), unix.MNT_DETACH)
 		}
 	})
-	opts := testOptions()
-	opts.StateDir = t.TempDir()
-	opts.WarmPool = -1
-	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
-	ctx := context.Background()
-	b, err := local.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	orig, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close(ctx)
+	ctx, b, orig := newLayeredRig(t, -1)
 	// No cache file of its own, so that the take lists none through the
 	// link. HOME/.cache a link to the host's directory, then GOCACHE one to
 	// its go-build.

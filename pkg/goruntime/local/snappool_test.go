@@ -14,6 +14,31 @@ import (
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
+// newLayeredRig is the layered snapshot tests' start, as root: a
+// backend on a state directory of the test's own (the machine's seed
+// shared into it) with warmPool sandboxes in its pool (-1: none, as
+// testOptions has it), and a sandbox opened from it; both close when
+// the test ends.
+func newLayeredRig(t *testing.T, warmPool int) (context.Context, *local.Backend, goruntime.Sandbox) {
+	t.Helper()
+	opts := testOptions()
+	opts.StateDir = t.TempDir()
+	opts.WarmPool = warmPool
+	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
+	ctx := context.Background()
+	b, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(ctx) })
+	orig, err := b.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orig.Close(ctx) })
+	return ctx, b, orig
+}
+
 // waitPoolHolds waits until b's warm pool holds n sandboxes or more.
 func waitPoolHolds(t *testing.T, b *local.Backend, n int) {
 	t.Helper()
@@ -39,21 +64,7 @@ func TestSnapshotPoolForks(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("layered snapshots need root (as a user they are copies: TestSnapshotsAsUser)")
 	}
-	opts := testOptions()
-	opts.StateDir = t.TempDir()
-	opts.WarmPool = 2
-	shareSeed(t, filepath.Join(opts.StateDir, "seed"))
-	ctx := context.Background()
-	b, err := local.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	orig, err := b.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close(ctx)
+	ctx, b, orig := newLayeredRig(t, 2)
 	must := func(sb goruntime.Sandbox, cmd string) string {
 		t.Helper()
 		out, err := snapRun(ctx, sb, cmd)
@@ -137,11 +148,11 @@ go build -o /tmp/p . && /tmp/p && echo orig >/tmp/mine`)
 		t.Fatalf("a fork's build of new code: %q", got)
 	}
 	// Nothing in a fork reaches the snapshot's tree.
-	trees, _ := filepath.Glob(filepath.Join(opts.StateDir, "snapshots", "*", "*", "tree", "app", "t", "a"))
+	trees, _ := filepath.Glob(filepath.Join(b.StateDir(), "snapshots", "*", "*", "tree", "app", "t", "a"))
 	if len(trees) == 0 {
 		t.Fatal("no snapshot tree found under the state directory")
 	}
-	for _, p := range append(trees, opts.StateDir) {
+	for _, p := range append(trees, b.StateDir()) {
 		if out, err := snapRun(ctx, one, "ls "+p+" || cat "+p); err == nil {
 			t.Fatalf("a fork lists or reads the host's %s: %q", p, out)
 		}
@@ -193,7 +204,7 @@ go build -o /tmp/p . && /tmp/p && echo orig >/tmp/mine`)
 	if err := b.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if leaks := leaksAfter(opts.StateDir, recs, false); len(leaks) > 0 {
+	if leaks := leaksAfter(b.StateDir(), recs, false); len(leaks) > 0 {
 		t.Fatalf("left on the host after the pooled forks closed:\n%s", strings.Join(leaks, "\n"))
 	}
 }
