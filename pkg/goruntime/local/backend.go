@@ -84,11 +84,12 @@ func New(opts Options) (_ *Backend, retErr error) {
 		return nil, unavailable("%v", err)
 	}
 	b.host.server, b.host.processAPI, b.host.childMode = sb.Path, sb.ProcessAPI, sb.ChildMode
+	// go env (findGo) runs while the protections are checked: it fills
+	// only the host's Go fields, which the checks do not read.
+	goFound := inBackground(b.host.findGo)
 	if err := b.host.setupProtections(); err != nil {
+		goFound()
 		return nil, unavailable("%v", err)
-	}
-	if out, err := trialSandbox(context.Background(), b.host.bwrap, b.host.layers, b.host.trialUID()); err != nil {
-		return nil, unavailable("%s", b.host.diagnoseTrial(context.Background(), out, err))
 	}
 
 	if o.StateDir == "" {
@@ -120,7 +121,7 @@ func New(opts Options) (_ *Backend, retErr error) {
 		}
 	}()
 
-	if err := b.host.findGo(); err != nil {
+	if err := goFound(); err != nil {
 		return nil, unavailable("%v", err)
 	}
 	b.seeds = seed.NewBuilder(stateDir(o.StateDir).seedRoot(), b.host.goroot, b.host.seedEnv, b.bg.start, b.seedReady, o.Logger)

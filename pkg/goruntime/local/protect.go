@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -132,7 +133,11 @@ func (h *host) protectionArgs(x *extraFiles) ([]string, error) { return h.layers
 
 // setupProtections decides, from the options and this host, which layers
 // sandboxes get, and fails (naming the fix) when a required one is
-// unavailable. Relaxed ones are logged.
+// unavailable, or when a trial sandbox with every layer fails (naming
+// the layer, diagnoseTrial). Relaxed ones are logged. The two checks
+// that start processes (the trial and connectionsProblem's gate) run
+// beside the others: a new backend is the first thing a fresh front end
+// waits for.
 func (h *host) setupProtections() error {
 	o := *h.opts
 	root := os.Geteuid() == 0
@@ -146,6 +151,20 @@ func (h *host) setupProtections() error {
 	}
 	h.layers.usernsBlock = !o.Relax.NestedUserns
 	h.hostUID = root && !o.Relax.HostUID
+	type trialed struct {
+		out string
+		err error
+	}
+	trial := inBackground(func() trialed {
+		out, err := trialSandbox(context.Background(), h.bwrap, h.layers, h.trialUID())
+		return trialed{out, err}
+	})
+	connections := inBackground(func() *Protection {
+		if o.Relax.Connections {
+			return nil
+		}
+		return connectionsProblem(context.Background(), o, h.server)
+	})
 	if !o.Relax.DiskQuota {
 		detail, fix := disk.HostProblem()
 		if !root {
@@ -177,10 +196,8 @@ func (h *host) setupProtections() error {
 			problems = append(problems, fmt.Sprintf("open-file table too small: %s; fix: %s", p.Detail, p.Fix))
 		}
 	}
-	if !o.Relax.Connections {
-		if p := connectionsProblem(context.Background(), o, h.server); p != nil {
-			problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
-		}
+	if p := connections(); p != nil {
+		problems = append(problems, fmt.Sprintf("TCP connection cap unavailable: %s; fix: %s", p.Detail, p.Fix))
 	}
 	for _, p := range checkCgroups(context.Background(), o) {
 		if p.Required && p.Status == StatusUnavailable {
@@ -188,12 +205,16 @@ func (h *host) setupProtections() error {
 			break // the memory and pids rows share one cause
 		}
 	}
+	tried := trial() // waited for either way: its bubblewrap is our child
 	switch len(problems) {
 	case 0:
 	case 1:
 		return errors.New(problems[0])
 	default:
 		return fmt.Errorf("%d required protections are unavailable (sandbox-check shows them all): %s", len(problems), strings.Join(problems, "; and "))
+	}
+	if tried.err != nil {
+		return errors.New(h.diagnoseTrial(context.Background(), tried.out, tried.err))
 	}
 	for _, r := range []struct {
 		relaxed bool
@@ -204,6 +225,14 @@ func (h *host) setupProtections() error {
 		}
 	}
 	return nil
+}
+
+// inBackground runs f on a goroutine of its own and returns a function
+// that waits for its result.
+func inBackground[T any](f func() T) func() T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	return sync.OnceValue(func() T { return <-done })
 }
 
 // trialSandbox runs a minimal sandbox (every namespace, the layers ly, cmd or
