@@ -227,6 +227,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		method, handle = http.MethodPost, s.unpack
 		defer s.chg.begin()()
 		file = true
+	case "/"+route == wire.UnpackExecutePath && !hasRest:
+		// A file call while it writes the files only (unpackExecute).
+		method, handle = http.MethodPost, s.unpackExecute
+		defer s.chg.begin()()
 	case "/"+route == wire.SnapshotPath && !hasRest:
 		file = true
 		method, handle = http.MethodGet, s.snapshotGet
@@ -255,16 +259,35 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Bad path encoding: %v", err))
 		return
 	}
-	if file && s.fileSlots != nil {
-		select {
-		case s.fileSlots <- struct{}{}:
-			defer func() { <-s.fileSlots }()
-		case <-r.Context().Done():
+	if file {
+		if !s.takeFileSlot(r) {
 			return // the caller is gone
 		}
+		defer s.releaseFileSlot()
 	}
 	s.keepBaseUsable()
 	handle(w, r, name)
+}
+
+// takeFileSlot waits for one of the file calls' slots (Config.FileCalls)
+// and reports false when r's caller left first; releaseFileSlot gives it
+// back.
+func (s *Server) takeFileSlot(r *http.Request) bool {
+	if s.fileSlots == nil {
+		return true
+	}
+	select {
+	case s.fileSlots <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func (s *Server) releaseFileSlot() {
+	if s.fileSlots != nil {
+		<-s.fileSlots
+	}
 }
 
 // keepBaseUsable gives the base directory back its owner's read, write

@@ -41,49 +41,57 @@ func (s *Server) unpack(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes+tarSlack)
-	tr := tar.NewReader(body)
-	var files, content int64
+	if files, ok := s.unpackTar(w, tar.NewReader(body)); ok {
+		writeJSON(w, http.StatusOK, wire.Message{Message: fmt.Sprintf("Unpacked %d files.", files)})
+	}
+}
+
+// unpackTar writes tr's entries in order as unpack describes and
+// returns how many files it wrote; on the first that cannot be (or a
+// malformed archive) it answers the error and returns ok false.
+func (s *Server) unpackTar(w http.ResponseWriter, tr *tar.Reader) (files int64, ok bool) {
+	var content int64
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return files, true
 		}
 		if err != nil {
 			s.unpackBodyFailed(w, files, err)
-			return
+			return files, false
 		}
 		switch hdr.Typeflag {
 		case tar.TypeReg, tar.TypeDir:
 		default:
 			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Cannot unpack %q: only regular files and directories are accepted (type %q)", hdr.Name, hdr.Typeflag))
-			return
+			return files, false
 		}
 		if hasDotDot(hdr.Name) {
 			accessDenied(w, nil) // an archive names files under the base, never beside it
-			return
+			return files, false
 		}
 		rel, err := s.unpackTarget(hdr.Name)
 		if err != nil {
 			s.unpackFailed(w, hdr.Name, err)
-			return
+			return files, false
 		}
 		if hdr.Typeflag == tar.TypeDir {
 			if rel != "." {
 				if err := s.makeDirs(rel); err != nil {
 					s.unpackFailed(w, hdr.Name, err)
-					return
+					return files, false
 				}
 			}
 			continue
 		}
 		if rel == "." {
 			s.unpackFailed(w, hdr.Name, errIsDirectory)
-			return
+			return files, false
 		}
 		content += hdr.Size
 		if content > s.cfg.MaxUploadBytes {
 			s.unpackFailed(w, hdr.Name, errOverLimit)
-			return
+			return files, false
 		}
 		perm := fs.FileMode(hdr.Mode).Perm()
 		if perm == 0 {
@@ -91,11 +99,10 @@ func (s *Server) unpack(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		if _, err := s.putFile(rel, tr, perm, hdr.Size); err != nil {
 			s.unpackFailed(w, hdr.Name, err)
-			return
+			return files, false
 		}
 		files++
 	}
-	writeJSON(w, http.StatusOK, wire.Message{Message: fmt.Sprintf("Unpacked %d files.", files)})
 }
 
 // unpackTarget resolves an entry's name to where it is written: its

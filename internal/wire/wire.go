@@ -11,6 +11,28 @@ type ExecuteRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 }
 
+// UnpackExecutePath is POST's route (ours) for a call's files and its
+// command in one request: the body is an UnpackExecuteRequest; the files
+// are written as POST /unpack writes them, then the command runs as POST
+// /execute runs it, and the answer is /execute's. When the files cannot
+// all be written the command does not run and the answer is /unpack's
+// error. A server without the route answers 404 without an error code:
+// the client sends the files with /unpack, then the command.
+const UnpackExecutePath = "/unpack-execute"
+
+// MaxInlineArchiveBytes is the largest Archive an UnpackExecuteRequest
+// carries (its tar bytes, before base64): the few source files of a
+// usual call. Larger archives go to /unpack as a stream of their own.
+const MaxInlineArchiveBytes = 1 << 20
+
+// UnpackExecuteRequest is the body of POST UnpackExecutePath: an
+// /execute request and the tar archive of its files (what POST /unpack
+// takes; base64 in JSON).
+type UnpackExecuteRequest struct {
+	ExecuteRequest
+	Archive []byte `json:"archive"`
+}
+
 // ExecuteResponse is the 200 body of POST /execute: the legacy fields
 // first, then our extensions.
 type ExecuteResponse struct {

@@ -84,6 +84,29 @@ type UnpackingSandbox interface {
 	Unpack(ctx context.Context, r io.Reader) error
 }
 
+// UnpackExecSandbox is implemented by sandboxes whose runtime server
+// takes a call's files and its command in one request (POST
+// /unpack-execute, docs/sandbox-server.md): a Session saves a round trip
+// on each call that sends files.
+type UnpackExecSandbox interface {
+	Sandbox
+	// UnpackExec writes the files of archive (as WriteArchive makes it,
+	// at most 1 MiB: larger ones take Unpack) as UnpackingSandbox.Unpack does,
+	// then runs req as Exec does. When the files are not all written the
+	// command does not run and the error is a *FilesError holding what
+	// Unpack would have returned; errors.ErrUnsupported (not in a
+	// FilesError) when the sandbox's server predates the request (send
+	// the files with Unpack, then Exec).
+	UnpackExec(ctx context.Context, archive []byte, req ExecRequest) (*ExecResult, error)
+}
+
+// FilesError is UnpackExec's error when a call's files could not be
+// written: its command did not run.
+type FilesError struct{ Err error }
+
+func (e *FilesError) Error() string { return e.Err.Error() }
+func (e *FilesError) Unwrap() error { return e.Err }
+
 // Stream names an output stream.
 type Stream string
 

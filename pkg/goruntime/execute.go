@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/clip"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 )
 
 // Execute writes req.Files under /app, runs req.Command and reports what
@@ -47,12 +48,21 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
+	_, streams := s.sb.(StreamingSandbox)
+	streams = streams && onChunk != nil
+	hasCommand := strings.TrimSpace(req.Command) != ""
+	var archive []byte // the files, when they go with the command
 	if len(req.Files) > 0 {
-		if err := s.writeFiles(ctx, req.Files); err != nil {
-			return nil, err
+		if hasCommand && !streams {
+			archive = s.inlineArchive(req.Files)
+		}
+		if archive == nil {
+			if err := s.writeFiles(ctx, req.Files); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if strings.TrimSpace(req.Command) == "" {
+	if !hasCommand {
 		return &Result{Outcome: OutcomeOK}, nil
 	}
 	timeout := req.Timeout
@@ -68,14 +78,21 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 		er  *ExecResult
 		err error
 	)
-	if ss, ok := s.sb.(StreamingSandbox); ok && onChunk != nil {
-		er, err = ss.ExecStream(ctx, ereq, onChunk)
-	} else {
+	// Each way's errors name what failed: the files (filesError) or the
+	// command (runError).
+	switch {
+	case archive != nil:
+		er, err = s.unpackExec(ctx, archive, req.Files, ereq, onChunk)
+	case streams:
+		er, err = s.sb.(StreamingSandbox).ExecStream(ctx, ereq, onChunk)
+		err = runError(ereq, err)
+	default:
 		er, err = ExecWhole(ctx, s.sb, ereq, onChunk)
+		err = runError(ereq, err)
 	}
 	elapsed := time.Since(start)
 	if err != nil {
-		return nil, fmt.Errorf("run %q: %w", clip.String(req.Command, 80), err)
+		return nil, err
 	}
 	if er.Duration > 0 {
 		elapsed = er.Duration
@@ -104,8 +121,16 @@ func (s *Session) execute(ctx context.Context, req Request, onChunk func(Chunk))
 // output to it once the command has ended (stdout, then stderr).
 func ExecWhole(ctx context.Context, sb Sandbox, req ExecRequest, onChunk func(Chunk)) (*ExecResult, error) {
 	res, err := sb.Exec(ctx, req)
-	if err != nil || onChunk == nil {
-		return res, err
+	if err == nil {
+		chunkWhole(res, onChunk)
+	}
+	return res, err
+}
+
+// chunkWhole passes each stream's whole output to onChunk, if not nil.
+func chunkWhole(res *ExecResult, onChunk func(Chunk)) {
+	if onChunk == nil {
+		return
 	}
 	if res.Stdout != "" {
 		onChunk(Chunk{Stream: Stdout, Data: []byte(res.Stdout)})
@@ -113,7 +138,57 @@ func ExecWhole(ctx context.Context, sb Sandbox, req ExecRequest, onChunk func(Ch
 	if res.Stderr != "" {
 		onChunk(Chunk{Stream: Stderr, Data: []byte(res.Stderr)})
 	}
+}
+
+// inlineArchive returns the archive of files when they can go with the
+// command in one request (UnpackExecSandbox; at most
+// wire.MaxInlineArchiveBytes), else nil.
+func (s *Session) inlineArchive(files []File) []byte {
+	if _, ok := s.sb.(UnpackExecSandbox); !ok || s.twoStep {
+		return nil
+	}
+	size := 0
+	for _, f := range files {
+		size += len(f.Data)
+	}
+	if size > wire.MaxInlineArchiveBytes {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := writeArchive(&buf, files); err != nil || buf.Len() > wire.MaxInlineArchiveBytes {
+		return nil // writeFiles builds it again and says what is wrong
+	}
+	return buf.Bytes()
+}
+
+// unpackExec writes files (their archive) and runs req in one request;
+// against a server that predates it, in two, from then on.
+func (s *Session) unpackExec(ctx context.Context, archive []byte, files []File, req ExecRequest, onChunk func(Chunk)) (*ExecResult, error) {
+	res, err := s.sb.(UnpackExecSandbox).UnpackExec(ctx, archive, req)
+	var filesErr *FilesError
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		s.twoStep = true
+		if err := s.writeFiles(ctx, files); err != nil {
+			return nil, err
+		}
+		res, err := ExecWhole(ctx, s.sb, req, onChunk)
+		return res, runError(req, err)
+	case errors.As(err, &filesErr):
+		return nil, filesError("unpack", files, err)
+	case err != nil:
+		return nil, runError(req, err)
+	}
+	chunkWhole(res, onChunk)
 	return res, nil
+}
+
+// runError names the command whose run failed; nil stays nil.
+func runError(req ExecRequest, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("run %q: %w", clip.String(req.Command, 80), err)
 }
 
 // errUploadEnded stops an archive writer whose upload returned.

@@ -145,6 +145,9 @@ type Session struct {
 	// tarUnpack: the sandbox's server answered that it cannot /unpack, so
 	// files go up as one file that tar unpacks. Guarded by run.
 	tarUnpack bool
+	// twoStep: the sandbox's server answered that it cannot take a
+	// call's files with its command (UnpackExecSandbox), so they go first.
+	twoStep bool
 }
 
 // Open provisions a new sandbox from b.

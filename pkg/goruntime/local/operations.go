@@ -38,17 +38,42 @@ func (s *Sandbox) Exec(ctx context.Context, req goruntime.ExecRequest) (*gorunti
 
 // execContract runs a validated req with the runtime contract's /execute.
 func (s *Sandbox) execContract(ctx context.Context, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	return s.contractCommand(ctx, "execute", req, func(ctx context.Context) (*goruntime.ExecResult, error) {
+		return s.cl.Exec(ctx, req)
+	})
+}
+
+// UnpackExec writes the files of archive under /app and runs a command
+// in one request to the runtime server (goruntime.UnpackExecSandbox),
+// with Exec's limits and checks. A server that predates the request (a
+// sandbox reattached from an older version) answers errors.ErrUnsupported.
+func (s *Sandbox) UnpackExec(ctx context.Context, archive []byte, req goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("unpack and execute in local sandbox %s: %w", s.meta.ID, err)
+	}
+	return s.contractCommand(ctx, "unpack and execute", req, func(ctx context.Context) (*goruntime.ExecResult, error) {
+		return s.cl.UnpackExec(ctx, archive, req)
+	})
+}
+
+// contractCommand runs a validated req with call, a request of the
+// runtime contract that runs it: with the limit counters read around it
+// and the clean-up after a command that ran into a limit (finishExec).
+func (s *Sandbox) contractCommand(ctx context.Context, what string, req goruntime.ExecRequest, call func(context.Context) (*goruntime.ExecResult, error)) (*goruntime.ExecResult, error) {
 	if req.NeedsProcessAPI() {
-		return nil, fmt.Errorf("execute in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", s.meta.ID)
+		return nil, fmt.Errorf("%s in local sandbox %s: stdin, signals and a working directory need ExecStream (the process API), not Exec", what, s.meta.ID)
 	}
 	s.commandEvent(true)
 	defer s.commandEvent(false)
 	lw := s.watchLimits()
 	defer lw.end()
 	var res *goruntime.ExecResult
-	err := s.do(ctx, "execute", s.execLimit(req), nil, func(ctx context.Context) error {
+	err := s.do(ctx, what, s.execLimit(req), nil, func(ctx context.Context) error {
 		var err error
-		res, err = s.cl.Exec(ctx, req)
+		res, err = call(ctx)
 		return err
 	})
 	if err != nil {

@@ -74,8 +74,9 @@ func (s *Sandbox) commandEvent(start bool) {
 }
 
 var (
-	_ goruntime.Sandbox     = (*Sandbox)(nil)
-	_ goruntime.RangeReader = (*Sandbox)(nil) // operations.go
+	_ goruntime.Sandbox           = (*Sandbox)(nil)
+	_ goruntime.UnpackExecSandbox = (*Sandbox)(nil) // operations.go
+	_ goruntime.RangeReader       = (*Sandbox)(nil) // operations.go
 )
 
 // ID names the sandbox for Backend.Attach: the name of its state directory.

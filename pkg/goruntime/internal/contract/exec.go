@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/wire"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/internal/apierror"
 )
 
 // Request is the /execute body of r: its command, env and timeout (none
@@ -70,6 +72,46 @@ func (c *Client) Exec(ctx context.Context, r goruntime.ExecRequest) (*goruntime.
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError("execute", resp)
+	}
+	var out wire.ExecuteResponse
+	if err := json.NewDecoder(bounded(resp.Body, c.maxAnswer)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode execute response: %w", err)
+	}
+	return Result(&out), nil
+}
+
+// UnpackExec writes the files of archive (a tar as WriteArchive makes
+// it, at most wire.MaxInlineArchiveBytes) and runs r.Command in one
+// request, POST wire.UnpackExecutePath, and returns the command's result
+// (Result). When the files were not all written the command did not
+// run: the error is a *goruntime.FilesError holding what Unpack would
+// have returned. A server without the route answers 404 without an
+// error code: errors.ErrUnsupported (send the files with Unpack, then
+// Exec).
+func (c *Client) UnpackExec(ctx context.Context, archive []byte, r goruntime.ExecRequest) (*goruntime.ExecResult, error) {
+	data, err := json.Marshal(wire.UnpackExecuteRequest{ExecuteRequest: Request(r), Archive: archive})
+	if err != nil {
+		return nil, fmt.Errorf("encode execute request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+wire.UnpackExecutePath, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnprocessableEntity: // the command's request, as /execute refuses it
+		return nil, statusError("execute", resp)
+	case resp.StatusCode != http.StatusOK:
+		body := errorBody(resp)
+		if apierror.NoRoute(resp.StatusCode, body) {
+			return nil, fmt.Errorf("unpack and execute: the runtime server has no %s: %w", wire.UnpackExecutePath, errors.ErrUnsupported)
+		}
+		return nil, &goruntime.FilesError{Err: answerError("unpack", resp, body)}
 	}
 	var out wire.ExecuteResponse
 	if err := json.NewDecoder(bounded(resp.Body, c.maxAnswer)).Decode(&out); err != nil {

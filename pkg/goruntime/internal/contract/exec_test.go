@@ -2,7 +2,9 @@ package contract
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -58,5 +60,40 @@ func TestRequestTimeout(t *testing.T) {
 		if got := Request(goruntime.ExecRequest{Command: "x", Timeout: d}).TimeoutSeconds; got != want {
 			t.Errorf("timeout %s: timeout_seconds %v, want %v", d, got, want)
 		}
+	}
+}
+
+// TestUnpackExecAgainstServer: against a real runtime server the files
+// land and the command sees them; files it will not write are a
+// *goruntime.FilesError with Unpack's sentinel and the command does not
+// run; a command request it refuses is not a files error; a server
+// without the route (asked for one it lacks, as an older server is) is
+// errors.ErrUnsupported.
+func TestUnpackExecAgainstServer(t *testing.T) {
+	srv, _ := realServer(t)
+	c := clientOf(t, srv)
+	ctx := context.Background()
+	res, err := c.UnpackExec(ctx, tarOf(t, "main.go", "package main\n"), goruntime.ExecRequest{Command: "cat main.go"})
+	if err != nil || res.Stdout != "package main\n" || res.ExitCode != 0 {
+		t.Fatalf("UnpackExec = %+v, %v", res, err)
+	}
+	var filesErr *goruntime.FilesError
+	_, err = c.UnpackExec(ctx, tarOf(t, "../evil.go", "x"), goruntime.ExecRequest{Command: "echo ran > ran"})
+	if !errors.As(err, &filesErr) || !errors.Is(err, goruntime.ErrPathEscape) {
+		t.Errorf("files outside /app: %v; want a FilesError wrapping ErrPathEscape", err)
+	}
+	if res, err := c.Exec(ctx, goruntime.ExecRequest{Command: "test ! -e ran"}); err != nil || res.ExitCode != 0 {
+		t.Errorf("the command ran after its files were refused (%+v, %v)", res, err)
+	}
+	_, err = c.UnpackExec(ctx, tarOf(t, "ok.go", "x"), goruntime.ExecRequest{Command: "true", Env: map[string]string{"A=B": "c"}})
+	if err == nil || errors.As(err, &filesErr) {
+		t.Errorf("a refused env: %v; want an error that is not a FilesError", err)
+	}
+	old := clientOf(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.Path, r.URL.RawPath = "/unpack-execute-not-here", ""
+		srv.ServeHTTP(w, r)
+	}))
+	if _, err := old.UnpackExec(ctx, tarOf(t, "ok.go", "x"), goruntime.ExecRequest{Command: "true"}); !errors.Is(err, errors.ErrUnsupported) || errors.As(err, &filesErr) {
+		t.Errorf("a server without the route: %v; want errors.ErrUnsupported", err)
 	}
 }
