@@ -77,8 +77,8 @@ func hostRunCPU(ctx context.Context, dir, command string) (wall, cpu time.Durati
 // hotpathSection splits where a warm sandbox's time goes beyond the bare
 // host's (issue 41), each part measured side by side in the same rounds:
 // the call around the command (the client's clock minus the server's:
-// shipping the files, two HTTP round trips over the unix socket, the
-// limit counters), the go command itself in the sandbox against the bare
+// the files and the command in one HTTP round trip over the unix
+// socket, the limit counters), the go command itself in the sandbox against the bare
 // host, and what the seccomp filter and the disk of its own (with a host
 // uid of its own) add, each from a sandbox with that protection relaxed
 // (Options.Relax) beside one with every protection; each in wall time
@@ -88,7 +88,7 @@ func hostRunCPU(ctx context.Context, dir, command string) (wall, cpu time.Durati
 // gets against everything else, the CPU figures the work done. A relaxed
 // variant this machine or user cannot open is left out with a note. Then
 // the fixed cost of a call: `true` through Sandbox.Exec against a bare
-// exec, and the small module's files shipped with it.
+// exec, and the small module's files sent with it.
 func (r *runner) hotpathSection(ctx context.Context) error {
 	variants := []struct {
 		name  string
@@ -201,7 +201,7 @@ func (r *runner) firstGoTest(ctx context.Context, h *hotpathSession) error {
 // through Sandbox.Exec (HTTP over the unix socket, the runtime server's
 // fork and exec, the limit counters) against a bare exec of the same in
 // this process, and the same through Session.Execute with the small
-// module's three files shipped first (POST /unpack).
+// module's three files (sent with the command: POST /unpack-execute).
 func (r *runner) fixedCosts(ctx context.Context, s *goruntime.Session) error {
 	sb := s.Sandbox()
 	exe := func() (time.Duration, error) {
@@ -225,7 +225,7 @@ func (r *runner) fixedCosts(ctx context.Context, s *goruntime.Session) error {
 	}
 	r.add(Row{Section: "hotpath", Figure: "`true` through Sandbox.Exec - a bare exec, p50 per round", Ours: ms(added(st[1], st[0]).p50()),
 		Baseline: "bare exec: " + ms(st[0].p50()), Ratio: ratio(st[1].p50(), st[0].p50())})
-	r.add(Row{Section: "hotpath", Figure: "shipping the small module's 3 files (POST /unpack), p50 per round", Ours: ms(added(st[2], st[1]).p50()),
+	r.add(Row{Section: "hotpath", Figure: "the small module's 3 files sent with `true` (POST /unpack-execute), p50 per round", Ours: ms(added(st[2], st[1]).p50()),
 		Baseline: "`true` through Sandbox.Exec: " + ms(st[1].p50()), Ratio: ratio(st[2].p50(), st[1].p50())})
 	return nil
 }

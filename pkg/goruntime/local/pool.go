@@ -63,9 +63,10 @@ const (
 	poolShrinkAfter = 30 * time.Second
 )
 
-// poolWarmup runs once in every pool sandbox before it is offered: the
-// server's first command (its first shell, process group and output
-// pipes) then costs nothing to the session that claims it. It starts no
+// poolWarmup runs once in every pool sandbox before it is offered (but
+// one an Open waits for already, start): the server's first command (its
+// first shell, process group and output pipes) then costs nothing to the
+// session that claims it. It starts no
 // go command: the go binary and GOROOT come from the host, read by every
 // sandbox alike, so a `go version` here warmed nothing a claimed sandbox
 // did not have already (a claimed sandbox's `go version` took 31 ms
@@ -209,6 +210,12 @@ func (p *warmPool) start(ctx context.Context) (*Sandbox, error) {
 	s, err := p.b.open(sctx, ps, 0)
 	if err != nil {
 		return nil, err
+	}
+	if p.waitedFor(ps) {
+		// An Open waits for it (a fresh process's first): the warm-up,
+		// a whole call, would hold that Open up longer than the first
+		// command it warms would take more.
+		return s, nil
 	}
 	wctx, wcancel := context.WithTimeout(ctx, poolWarmTime)
 	defer wcancel()

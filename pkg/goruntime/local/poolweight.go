@@ -152,5 +152,12 @@ func (p *warmPool) weigh(ps *poolStart) {
 	ps.full = full
 }
 
+// waitedFor reports whether an Open waits for ps now.
+func (p *warmPool) waitedFor(ps *poolStart) bool {
+	p.weights.Lock()
+	defer p.weights.Unlock()
+	return ps.waiters > 0
+}
+
 // claimed gives s, claimed from the pool, the full CPU weight for good.
 func (p *warmPool) claimed(s *Sandbox) error { return s.meta.Cgroup.Foreground(p.b.opts.CPUs) }
