@@ -88,9 +88,12 @@ func (r *runner) mcpSection(ctx context.Context) error {
 // mcp-server, called as soon as initialize returns (a client's first
 // call: the server's warm pool is still filling), against the bare host
 // running the same new code, interleaved; each round a new server and new
-// code on both sides.
+// code on both sides. It splits the call into the command (the runtime
+// server's clock: the fresh sandbox's first `go run`) and the rest (the
+// wait for the sandbox's start, the call around the command).
 func (r *runner) firstCallFigure(ctx context.Context) error {
 	round := 0
+	var command durations // each round's command, the server's clock
 	first := func() (time.Duration, error) {
 		round++
 		cs, logs, err := r.startMCPStdio(ctx)
@@ -112,6 +115,14 @@ func (r *runner) firstCallFigure(ctx context.Context) error {
 			data, _ := json.Marshal(res.Content)
 			return 0, fmt.Errorf("first run_go_code: an error result %s (mcp-server log: %s)", data, logs.String())
 		}
+		var out struct {
+			DurationMS int64 `json:"duration_ms"`
+		}
+		data, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(data, &out); err != nil {
+			return 0, fmt.Errorf("first run_go_code: result %s: %w", data, err)
+		}
+		command = append(command, time.Duration(out.DurationMS)*time.Millisecond)
 		return d, nil
 	}
 	bare := func() (time.Duration, error) {
@@ -132,6 +143,12 @@ func (r *runner) firstCallFigure(ctx context.Context) error {
 	f, h := s[0].p50(), s[1].p50()
 	r.add(Row{Section: "mcp", Figure: "first run_go_code of new code right after initialize (a fresh mcp-server), p50", Ours: ms(f),
 		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(f, h), Target: "<= 1.2"})
+	command = command[len(command)-len(s[0]):] // the counted rounds: the warm-up round's is first
+	c := command.p50()
+	r.add(Row{Section: "mcp", Figure: "first run_go_code: its command, the fresh sandbox's first `go run .` (server's clock), p50", Ours: ms(c),
+		Baseline: "bare host go run of new code: " + ms(h), Ratio: ratio(c, h)})
+	r.add(Row{Section: "mcp", Figure: "first run_go_code: the rest (the wait for the sandbox's start, the call), p50 per round", Ours: ms(added(s[0], command).p50()),
+		Baseline: "the whole call: " + ms(f)})
 	return nil
 }
 
