@@ -71,6 +71,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		Init:              true,
 		InitGuard:         true,
 		IdleExitSeconds:   1800,
+		GoTelemetry:       "off",
 		LifelineFD:        3,
 	}
 	def := settings(Defaults())

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +73,31 @@ func commandEnv(environ []string, fallbackHome string) ([]string, map[string]str
 		env = append(env, k+"="+vars[k])
 	}
 	return env, chosen, nil
+}
+
+// goTelemetry writes mode to the go command's telemetry mode file for
+// the environment env (what `go telemetry <mode>` writes: go/telemetry/mode
+// under $XDG_CONFIG_HOME, else $HOME/.config), unless one is there: a
+// mode a command set stays. GOTELEMETRY in the environment sets nothing
+// (the go command only reports the mode there).
+func goTelemetry(env map[string]string, mode string) error {
+	config := env["XDG_CONFIG_HOME"]
+	if !filepath.IsAbs(config) {
+		config = filepath.Join(env["HOME"], ".config")
+	}
+	dir := filepath.Join(config, "go", "telemetry")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "mode"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(mode)
+	return errors.Join(werr, f.Close())
 }
 
 // maxCommandGOMAXPROCS bounds --command-gomaxprocs.

@@ -62,6 +62,9 @@ type Flags struct {
 	// IdleExitSeconds is --idle-exit, SANDBOX_IDLE_EXIT_SECONDS: stop once
 	// idle this long (Config.IdleExit); 0: never.
 	IdleExitSeconds int64
+	// GoTelemetry is --go-telemetry, SANDBOX_GO_TELEMETRY: the go
+	// command's telemetry mode for commands (Config.GoTelemetry).
+	GoTelemetry string
 
 	// envErrs holds environment values that did not parse, reported by
 	// Validate with the variable's name.
@@ -187,6 +190,7 @@ func RegisterFlags(fs *flag.FlagSet, f *Flags, lookupEnv func(string) (string, b
 	fs.BoolVar(&f.Init, "init", f.Init, "run as the init (PID 1) of a sandbox's pid namespace whose commands share the server's uid: hold and drop every signal a command could send (SIGTERM and SIGINT no longer shut the server down; only SIGKILL from outside the namespace ends it) and make the process not dumpable (no ptrace, /proc/1/mem or /proc/1/environ for commands)"+envNote("SANDBOX_INIT"))
 	integer(&f.IdleExitSeconds, "idle-exit", "SANDBOX_IDLE_EXIT_SECONDS", "seconds", "stop once no request or command has been in flight for this many seconds (as the sandbox's init, ending the sandbox): a sandbox left behind by its owner ends on its own; GET /metrics does not count as use; 0: never")
 	fs.BoolVar(&f.InitGuard, "init-guard", f.InitGuard, "with --init, as PID 1 only: also refuse, for every command, SIGKILL and SIGSTOP aimed at PID 1 (kill, tkill, tgkill, sigqueue, F_SETSIG), joining PID 1's process group, and pidfd_send_signal (ENOSYS: programs fall back to kill). The kernel drops those for a pid namespace's init; gVisor does not (a command's kill -9 1 ends it). A pod's runtime container sets it (manifests/base); refused when the filter cannot be loaded"+envNote("SANDBOX_INIT_GUARD"))
+	str(&f.GoTelemetry, "go-telemetry", "SANDBOX_GO_TELEMETRY", "the go command's telemetry mode for commands (off, local or on), written where `go telemetry` writes it under the commands' HOME unless a mode is there already (GOTELEMETRY in the environment does not set it); empty: the go command's own (local: counters written under HOME)")
 	integer(&f.LifelineFD, "lifeline-fd", "SANDBOX_LIFELINE_FD", "descriptors", "read end of a pipe held open by the sandbox's owner: when it reaches EOF the server exits at once (as PID 1, ending every process of the sandbox); the line \"detach\" stops the watch; -1: none")
 }
 
@@ -263,6 +267,11 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 	if f.LifelineFD < -1 || f.LifelineFD > math.MaxInt32 {
 		return Config{}, Listeners{}, fmt.Errorf("lifeline-fd=%d (from %s): want a descriptor number, or -1 for none", f.LifelineFD, from("lifeline-fd"))
 	}
+	switch f.GoTelemetry {
+	case "", "off", "local", "on":
+	default:
+		return Config{}, Listeners{}, fmt.Errorf("go-telemetry=%q (from %s): want off, local, on or empty", f.GoTelemetry, from("go-telemetry"))
+	}
 	if f.IdleExitSeconds < 0 || f.IdleExitSeconds > math.MaxInt32 {
 		return Config{}, Listeners{}, fmt.Errorf("idle-exit=%d (from %s): want a number of seconds, or 0 for never", f.IdleExitSeconds, from("idle-exit"))
 	}
@@ -291,6 +300,7 @@ func (f *Flags) Validate(fs *flag.FlagSet, getenv func(string) string, log *slog
 		LogLevel:        f.level().String(),
 		ProcessAPIBin:   f.ProcessAPIBin,
 		IdleExit:        time.Duration(f.IdleExitSeconds) * time.Second,
+		GoTelemetry:     f.GoTelemetry,
 	}
 	if cfg.FallbackHome == "" {
 		tmp := getenv("TMPDIR")

@@ -208,6 +208,7 @@ func (h *host) serverFlags(idleExit time.Duration) server.Flags {
 	f.MaxOutputBytes = h.opts.OutputBytes
 	f.OSThreads = serverOSThreads
 	f.CommandGOMAXPROCS = int64(h.procs())
+	f.GoTelemetry = "off" // GOTELEMETRY=off in sandboxEnv sets nothing
 	h.modules.relayFlags(&f, h.subIDs != nil)
 	return f
 }
