@@ -71,7 +71,6 @@ func (h *host) sandboxEnv() []string {
 		"GOCACHE=" + homeDir + "/.cache/go-build",
 		"GOPATH=" + homeDir + "/go",
 		"GOTOOLCHAIN=local",
-		"GOTELEMETRY=off",
 		"CGO_ENABLED=0",
 		"GOFLAGS=-mod=mod",
 		"GOMAXPROCS=1",
@@ -95,7 +94,7 @@ func (h *host) seedEnv() []string {
 	for _, kv := range h.sandboxEnv() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "GOTOOLCHAIN", "GOTELEMETRY", "CGO_ENABLED", "GOFLAGS", "LANG":
+		case "GOTOOLCHAIN", "CGO_ENABLED", "GOFLAGS", "LANG":
 			env = append(env, kv)
 		}
 	}
@@ -208,7 +207,10 @@ func (h *host) serverFlags(idleExit time.Duration) server.Flags {
 	f.MaxOutputBytes = h.opts.OutputBytes
 	f.OSThreads = serverOSThreads
 	f.CommandGOMAXPROCS = int64(h.procs())
-	f.GoTelemetry = "off" // GOTELEMETRY=off in sandboxEnv sets nothing
+	// The go command's telemetry off: no counter files under the
+	// sandbox's HOME. Only the mode file sets it (GOTELEMETRY in the
+	// environment is read-only: the go command reports the mode there).
+	f.GoTelemetry = "off"
 	h.modules.relayFlags(&f, h.subIDs != nil)
 	return f
 }

@@ -182,6 +182,17 @@ func TestGoSettingsMatchLimits(t *testing.T) {
 	}
 }
 
+// TestGoTelemetryOff: the go command in a sandbox runs with telemetry
+// off (the mode file the runtime server writes; GOTELEMETRY in the
+// environment sets nothing) and leaves no counter files under HOME.
+func TestGoTelemetryOff(t *testing.T) {
+	s := openSession(t, newBackend(t, testOptions()))
+	res := mustOK(t, s, goruntime.Request{Command: "go env GOTELEMETRY && go version >/dev/null && ls ~/.config/go/telemetry"})
+	if got := strings.Fields(res.Stdout); len(got) != 2 || got[0] != "off" || got[1] != "mode" {
+		t.Errorf("go env GOTELEMETRY, then the telemetry directory: %q; want off, and only the mode file", res.Stdout)
+	}
+}
+
 func TestFilesAndBinariesPersist(t *testing.T) {
 	s := openSession(t, newBackend(t, testOptions()))
 	mustOK(t, s, goruntime.Request{Files: []goruntime.File{{Path: "cmd/hello/main.go", Data: []byte(helloMain)}}, Command: "go build -o bin/hello ./cmd/hello/main.go"})
