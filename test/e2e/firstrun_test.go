@@ -49,6 +49,9 @@ func testSeedCacheFirstGoRun(t *testing.T, rt *runtimeTarget) {
 	reportBuildParts(ctx, t, rt.name, sb)
 	reportSyscallCosts(ctx, t, rt.name, sb)
 	checkImageTest2json(ctx, t, rt.name, sess)
+	if tel := mustExec(ctx, t, sb, "go env GOTELEMETRY"); strings.TrimSpace(tel.Stdout) != "off" {
+		t.Errorf("%s: go env GOTELEMETRY = %q (%s); want off (the template's SANDBOX_GO_TELEMETRY)", rt.name, tel.Stdout, tel.Stderr)
+	}
 }
 
 // checkImageTest2json runs the pod's first go test and checks that its
