@@ -21,7 +21,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/cliflags"
-	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/backendflag"
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/optionflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
 
@@ -132,8 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, status, p.Detail)
 		if p.Fix != "" && p.Status == local.StatusUnavailable {
 			// The fix names Options fields; this command's flags are
-			// the front ends' (backendflag) for the local backend.
-			fmt.Fprintf(tw, "\tfix:\t%s\n", new(backendflag.Flags).ExplainText(p.Fix))
+			// the front ends' for the local backend (optionflag).
+			fmt.Fprintf(tw, "\tfix:\t%s\n", optionflag.Text(p.Fix, false))
 		}
 	}
 	tw.Flush()

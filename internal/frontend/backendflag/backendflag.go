@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/optionflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/agentsandbox"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
@@ -74,13 +75,13 @@ func Register(fs *flag.FlagSet) *Flags {
 // snapshotOwnerFlag sets the local backend's per-owner share of the
 // snapshot quota (local.Options.SnapshotBytesPerOwner); agent-sandbox's
 // store has none.
-const snapshotOwnerFlag = "snapshot-per-owner-mb"
+const snapshotOwnerFlag = optionflag.SnapshotPerOwner
 
 // The two warm pools' flags: the local backend's is a count of started
 // sandboxes, agent-sandbox's the name of a SandboxWarmPool.
 const (
-	localWarmPoolFlag   = "local-warm-pool-size"
-	sandboxWarmPoolFlag = "warm-pool-name"
+	localWarmPoolFlag   = optionflag.LocalWarmPool
+	sandboxWarmPoolFlag = optionflag.SandboxWarmPool
 )
 
 // deprecated registers old as an alias of the flag now: it still sets it,

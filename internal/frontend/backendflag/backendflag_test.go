@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/frontend/optionflag"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -146,7 +147,7 @@ func TestWarmPoolFlags(t *testing.T) {
 func TestExplainNamesRegisteredFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	Register(fs)
-	for _, table := range []map[string]string{localFlagOf, agentSandboxFlagOf} {
+	for _, table := range []map[string]string{optionflag.Local, optionflag.AgentSandbox} {
 		for field, fl := range table {
 			name, _, _ := strings.Cut(strings.TrimPrefix(fl, "--"), "=")
 			if fs.Lookup(name) == nil {
@@ -156,7 +157,7 @@ func TestExplainNamesRegisteredFlags(t *testing.T) {
 	}
 	for _, name := range local.RelaxNames {
 		found := false
-		for _, fl := range localFlagOf {
+		for _, fl := range optionflag.Local {
 			found = found || fl == "--relax="+name
 		}
 		if !found {
