@@ -56,28 +56,9 @@ func Result(resp *wire.ExecuteResponse) *goruntime.ExecResult {
 // not an error; errors are the server's refusal (wrapping the goruntime
 // sentinel it names), a transport failure, or an answer over its bound.
 func (c *Client) Exec(ctx context.Context, r goruntime.ExecRequest) (*goruntime.ExecResult, error) {
-	data, err := json.Marshal(Request(r))
-	if err != nil {
-		return nil, fmt.Errorf("encode execute request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/execute", bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err // the caller names the call and the sandbox
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, statusError("execute", resp)
-	}
-	var out wire.ExecuteResponse
-	if err := json.NewDecoder(bounded(resp.Body, c.maxAnswer)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode execute response: %w", err)
-	}
-	return Result(&out), nil
+	return c.runCommand(ctx, "/execute", Request(r), func(resp *http.Response) error {
+		return statusError("execute", resp)
+	})
 }
 
 // UnpackExec writes the files of archive (a tar as WriteArchive makes
@@ -89,29 +70,39 @@ func (c *Client) Exec(ctx context.Context, r goruntime.ExecRequest) (*goruntime.
 // error code: errors.ErrUnsupported (send the files with Unpack, then
 // Exec).
 func (c *Client) UnpackExec(ctx context.Context, archive []byte, r goruntime.ExecRequest) (*goruntime.ExecResult, error) {
-	data, err := json.Marshal(wire.UnpackExecuteRequest{ExecuteRequest: Request(r), Archive: archive})
+	body := wire.UnpackExecuteRequest{ExecuteRequest: Request(r), Archive: archive}
+	return c.runCommand(ctx, wire.UnpackExecutePath, body, func(resp *http.Response) error {
+		if resp.StatusCode == http.StatusUnprocessableEntity { // the command's request, as /execute refuses it
+			return statusError("execute", resp)
+		}
+		answer := errorBody(resp)
+		if apierror.NoRoute(resp.StatusCode, answer) {
+			return fmt.Errorf("unpack and execute: the runtime server has no %s: %w", wire.UnpackExecutePath, errors.ErrUnsupported)
+		}
+		return &goruntime.FilesError{Err: answerError("unpack", resp, answer)}
+	})
+}
+
+// runCommand posts body (JSON) to path, a route that runs a command and
+// answers /execute's result, and returns that result (Result); refused
+// turns an answer other than 200 into the error.
+func (c *Client) runCommand(ctx context.Context, path string, body any, refused func(*http.Response) error) (*goruntime.ExecResult, error) {
+	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode execute request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+wire.UnpackExecutePath, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+path, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, err // the caller names the call and the sandbox
 	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusUnprocessableEntity: // the command's request, as /execute refuses it
-		return nil, statusError("execute", resp)
-	case resp.StatusCode != http.StatusOK:
-		body := errorBody(resp)
-		if apierror.NoRoute(resp.StatusCode, body) {
-			return nil, fmt.Errorf("unpack and execute: the runtime server has no %s: %w", wire.UnpackExecutePath, errors.ErrUnsupported)
-		}
-		return nil, &goruntime.FilesError{Err: answerError("unpack", resp, body)}
+	if resp.StatusCode != http.StatusOK {
+		return nil, refused(resp)
 	}
 	var out wire.ExecuteResponse
 	if err := json.NewDecoder(bounded(resp.Body, c.maxAnswer)).Decode(&out); err != nil {
