@@ -137,7 +137,7 @@ func (o *opening) storage() error {
 		return err
 	}
 	if o.seeded { // spares are made with the seed only (seedReady)
-		o.always(func() { (storer{o.b}).refill(o.seed) })
+		o.always(o.refillSpares)
 	}
 	o.undo(func() { _ = o.st.release(o.l.dir) })
 	if err := writeEtc(o.l); err != nil {
@@ -150,6 +150,19 @@ func (o *opening) storage() error {
 	}
 	o.undo(func() { o.b.modules.stop(o.id) })
 	return nil
+}
+
+// refillSpares tops up the spare storage new sandboxes are made on once
+// the start ends, unless an Open waits for this start (a fresh process's
+// first): the fill would run beside that Open's first command, which
+// took 8 % longer for it (170 against 156 ms, p50 of 12 fresh backends
+// each). The pool's next start, once that sandbox's first commands have
+// run (refillAfter), tops them up instead.
+func (o *opening) refillSpares() {
+	if o.pooled != nil && o.b.pool.waitedFor(o.pooled) {
+		return
+	}
+	(storer{o.b}).refill(o.seed)
 }
 
 // cgroup makes the sandbox's cgroup, within the memory budget (budget.go);

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-runtime-sandbox/go-runtime-sandbox/internal/localtest"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime"
 	"github.com/go-runtime-sandbox/go-runtime-sandbox/pkg/goruntime/local"
 )
@@ -249,4 +250,59 @@ func TestWarmPoolFillPausesForFirstCommand(t *testing.T) {
 	cancel()
 	<-done
 	waitPool(t, b, 2)
+}
+
+// TestSpareDisksWaitForFirstCommand: a pool start an Open waits for (a
+// fresh process's first Open) does not top up the spare disks when it
+// ends: made beside that Open's first command they slowed it by 8 %. The
+// pool's next start, once the command has run, tops them up. The pool's
+// start is held until the Open waits for it.
+func TestSpareDisksWaitForFirstCommand(t *testing.T) {
+	localtest.RequireDiskImage(t)
+	state := freshState(t)
+	opts := poolOptions(1)
+	opts.StateDir = state
+	b := newBackend(t, opts)
+	waitPool(t, b, 1)
+	waitSpareDisks(t, state, 2) // the pool's first start, waited for by no Open, made them
+	made, release := local.HoldPoolStarts(b)
+	t.Cleanup(release) // before the backend's close, which waits for the start
+	first, err := goruntime.Open(context.Background(), b, goruntime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(context.Background()); err != nil { // the pool refills at once
+		t.Fatal(err)
+	}
+	select {
+	case <-made:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no warm pool start made its cgroup within 3 minutes of a claim")
+	}
+	left := len(spareDisks(state)) // the held start took one
+	opened := make(chan *goruntime.Session, 1)
+	go func() { opened <- openSession(t, b) }()
+	for deadline := time.Now().Add(time.Minute); local.WarmPoolWaiting(b) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a minute after an Open found the pool empty, it waits for none of the pool's starts")
+		}
+	}
+	release()
+	s := <-opened
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustOK(t, s, goruntime.Request{Command: "sleep 1"})
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(20 * time.Millisecond):
+			if n := len(spareDisks(state)); n > left {
+				t.Fatalf("%d spare disks while the first command of the Open that waited for the start runs, %d before: topped up beside it", n, left)
+			}
+		}
+	}
+	waitSpareDisks(t, state, 2)
 }
