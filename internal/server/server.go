@@ -53,7 +53,7 @@ type Config struct {
 	Log *slog.Logger
 	// Init runs the server as the init (PID 1) of a sandbox's pid
 	// namespace (--init; see sandboxinit.go): it holds and drops every
-	// catchable signal a command could send it, SIGTERM and SIGINT among
+	// signal whose default would end or stop it, SIGTERM and SIGINT among
 	// them (Serve then shuts down only when ctx ends), and makes itself
 	// not dumpable. Meant for the process's one Serve.
 	Init bool
