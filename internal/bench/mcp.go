@@ -99,9 +99,10 @@ func (r *runner) warmMCPFigures(ctx context.Context) error {
 // code on both sides. Each server is the state directory's only backend,
 // as a new user's is: the last to close removes the spare disks, so no
 // round starts on disks an earlier one left (a backend of the bench's
-// own, kept open, gave each round's first start a ready disk). It splits the call into the command (the runtime
-// server's clock: the fresh sandbox's first `go run`) and the rest (the
-// wait for the sandbox's start, the call around the command).
+// own, kept open, gave each round's first start a ready disk). It splits
+// the call into the command (the runtime server's clock: the fresh
+// sandbox's first `go run`) and the rest (the wait for the sandbox's
+// start, the call around the command).
 func (r *runner) firstCallFigure(ctx context.Context) error {
 	round := 0
 	var command durations // each round's command, the server's clock

@@ -73,6 +73,20 @@ func WarmPoolWaiting(b *Backend) int {
 	return waiting
 }
 
+// WarmPoolStartsWaitedFor is how many of b's pool starts under way an
+// Open waits for (one it was assigned to, poolweight.go).
+func WarmPoolStartsWaitedFor(b *Backend) int {
+	b.pool.weights.Lock()
+	defer b.pool.weights.Unlock()
+	n := 0
+	for _, ps := range b.pool.starting {
+		if ps.waiters > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // WarmPoolState is, in one snapshot, how many sandboxes b's warm pool
 // holds ready, how many of its starts are under way and how many claimed
 // sandboxes it waits for to settle before filling past one.

@@ -282,7 +282,7 @@ func TestSpareDisksWaitForFirstCommand(t *testing.T) {
 	left := len(spareDisks(state)) // the held start took one
 	opened := make(chan *goruntime.Session, 1)
 	go func() { opened <- openSession(t, b) }()
-	for deadline := time.Now().Add(time.Minute); local.WarmPoolWaiting(b) == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); local.WarmPoolStartsWaitedFor(b) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("a minute after an Open found the pool empty, it waits for none of the pool's starts")
 		}
